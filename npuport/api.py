@@ -1,0 +1,375 @@
+"""The library surface the CLI calls: doctor(), port(), verify(). Each takes one frozen config dataclass."""
+
+from __future__ import annotations
+
+import gc
+import json
+import resource
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import __version__
+from .artifact import check_files, find_artifacts, machine, read_manifest, write_json_atomic, write_manifest
+from .backends import CompileSpec, ShapeSpec, backend_names, get_backend
+from .bench import summarize, time_calls
+from .backends.base import feeds_of
+from .errors import ArtifactError, BackendUnavailable, ConfigError
+from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, max_positions, state_fingerprint
+from .runtime import BucketRouter
+from .static.capture import CAPTURE_METHODS, capture, make_probes, prove, reference_logits
+from .ui import silent
+from .verify import data_parity, eager_logits, judge, probe_parity
+
+Progress = Callable[[str], None]
+PROOF_FILE = "proof_inputs.safetensors"
+
+
+# -- model sources ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSource:
+    model_dir: str | None = None
+    preset: str | None = None
+    random_init: bool = False
+    seed: int = 0
+
+    def __post_init__(self):
+        if (self.model_dir is None) == (self.preset is None):
+            raise ConfigError("give exactly one of MODEL_DIR or --preset NAME")
+        if self.preset is not None:
+            PRESETS.get(self.preset)  # raises, listing the known presets
+            if not self.random_init:
+                raise ConfigError(
+                    f"preset {self.preset!r} has no weights here (nothing is downloaded); add --random-init to build "
+                    "it from its published config, or give a local model directory"
+                )
+
+    def load(self) -> Detector:
+        if self.preset is not None:
+            return build_preset(self.preset, seed=self.seed)
+        return load_detector(self.model_dir)
+
+    def describe(self, model: Detector, fingerprint: str) -> dict:
+        base = {"model_type": model.model_type, "sha256": fingerprint,
+                "parameters": sum(p.numel() for p in model.parameters())}
+        if self.preset is not None:
+            return {"kind": "preset", "preset": self.preset, "random_init": True, "seed": self.seed, **base}
+        return {"kind": "dir", "path": str(Path(self.model_dir).resolve()), **base}
+
+    @classmethod
+    def from_manifest(cls, source: dict) -> "ModelSource":
+        if source.get("kind") == "preset":
+            return cls(preset=source["preset"], random_init=True, seed=source.get("seed", 0))
+        return cls(model_dir=source["path"])
+
+
+# -- doctor ----------------------------------------------------------------------------------------------------
+
+
+def doctor() -> dict:
+    import transformers
+
+    out = {"npuport": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+           "machine": machine(), "backends": {}}
+    for name in backend_names():
+        b = get_backend(name)
+        ok, reason = b.available()
+        info = {"available": ok, "reason": reason, "description": b.description}
+        if ok:
+            try:
+                info["versions"] = b.versions()
+                info["devices"] = {d: list(b.precisions(d)) for d in b.list_devices()}
+            except (ImportError, RuntimeError, OSError) as e:
+                info.update(available=False, reason=f"{type(e).__name__}: {e}")
+        out["backends"][name] = info
+    return out
+
+
+# -- port ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortConfig:
+    source: ModelSource
+    out: str
+    backends: tuple[str, ...] = ("onnxruntime", "openvino", "inductor")
+    shapes: ShapeSpec = field(default_factory=ShapeSpec)
+    precision: str = "fp32"
+    device: str = "cpu"
+    eval_data: str | None = None
+    capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
+    bench_runs: int = 5
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if not self.backends:
+            raise ConfigError("--backend needs at least one backend name")
+        known = backend_names()
+        for b in self.backends:
+            if b not in known:
+                raise ConfigError(f"unknown backend {b!r}; known: {', '.join(known)}")
+        for m in self.capture_methods:
+            CAPTURE_METHODS.get(m)
+        if self.bench_runs < 1:
+            raise ConfigError(f"bench runs {self.bench_runs} must be >= 1")
+
+
+def _check_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"output directory {out} is not empty; choose another -o or pass --overwrite")
+        if not (out / "report.json").exists():
+            raise ConfigError(f"{out} is not empty and holds no npuport report: refusing to overwrite it")
+        shutil.rmtree(out)
+
+
+def _check_lengths(model: Detector, shapes: ShapeSpec) -> None:
+    limit = max_positions(model)
+    if shapes.buckets[-1] > limit:
+        raise ConfigError(f"sequence length {shapes.buckets[-1]} exceeds the model's {limit} positions; use <= {limit}")
+
+
+def _save_proof_inputs(path: Path, probes: dict, refs: dict) -> None:
+    from safetensors.numpy import save_file
+
+    tensors = {}
+    for (b, t), plist in probes.items():
+        for k, (ids, mask) in enumerate(plist):
+            tensors[f"{b}x{t}.{k}.input_ids"] = ids.numpy()
+            tensors[f"{b}x{t}.{k}.attention_mask"] = mask.numpy()
+            tensors[f"{b}x{t}.{k}.reference_logits"] = refs[(b, t)][k]
+    save_file(tensors, str(path))
+
+
+def _load_proof_inputs(path: Path) -> tuple[dict, dict]:
+    from safetensors.numpy import load_file
+
+    raw = load_file(str(path))
+    probes, refs = {}, {}
+    keys = sorted({k.rsplit(".", 1)[0] for k in raw})
+    for key in keys:
+        shape_s, _k = key.split(".")
+        b, t = (int(x) for x in shape_s.split("x"))
+        probes.setdefault((b, t), []).append(
+            (torch.from_numpy(raw[f"{key}.input_ids"]), torch.from_numpy(raw[f"{key}.attention_mask"]))
+        )
+        refs.setdefault((b, t), []).append(raw[f"{key}.reference_logits"])
+    return probes, refs
+
+
+def _dir_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _latency(session, shape, runs: int) -> dict:
+    b, t = shape
+    ids = np.full((b, t), 5, dtype=np.int64)
+    feeds = feeds_of(ids, np.ones_like(ids))
+    return summarize(time_calls(lambda: session.run(feeds), runs=runs, warmup=1))
+
+
+def port(cfg: PortConfig, progress: Progress = silent) -> dict:
+    t_start = time.perf_counter()
+    out = Path(cfg.out)
+    _check_out(out, cfg.overwrite)
+    specs = {}
+    for name in cfg.backends:  # fail before any heavy work: SDKs, devices, precisions
+        backend = get_backend(name)
+        backend.require()
+        spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision, device=cfg.device)
+        backend.check(spec)
+        specs[name] = spec
+    eval_rows = None
+    if cfg.eval_data:
+        from .detector.data import load_examples
+
+        eval_examples = load_examples(cfg.eval_data)
+    progress("loading model")
+    model = cfg.source.load()
+    _check_lengths(model, cfg.shapes)
+    tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
+    if cfg.eval_data:
+        if tokenizer is None:
+            raise ConfigError("--eval-data needs a tokenizer: the model directory has no tokenizer files")
+        from .detector.data import encode
+
+        eval_rows = encode(tokenizer, eval_examples, cfg.shapes.buckets[-1])
+    fingerprint = state_fingerprint(model)
+    source = cfg.source.describe(model, fingerprint)
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / ".capture"
+    progress(f"adapting and capturing ({source['model_type']}, {source['parameters'] / 1e6:.1f}M parameters)")
+    captured = capture(model, cfg.shapes, work)
+    proof = prove(captured, list(cfg.capture_methods), progress)
+    probes = {s: make_probes(model, *s) for s in cfg.shapes.shapes()}
+    refs = {s: [reference_logits(model, *p) for p in probes[s]] for s in cfg.shapes.shapes()}
+    eval_ref = eager_logits(model, eval_rows) if eval_rows is not None else None
+    threshold = model.spec.threshold
+    report = {
+        "npuport_version": __version__,
+        "source": source,
+        "adapter": captured.adapter.__dict__,
+        "shapes": cfg.shapes.to_json(),
+        "precision": cfg.precision,
+        "capture": proof,
+        "backends": {},
+        "machine": machine(),
+    }
+    for name in cfg.backends:
+        backend = get_backend(name)
+        art = out / f"{name}-{cfg.precision}"
+        progress(f"{name}: compiling {len(cfg.shapes.shapes())} shape(s) at {cfg.precision}")
+        t0 = time.perf_counter()
+        meta = backend.compile(captured, specs[name], art)
+        compile_s = time.perf_counter() - t0
+        _save_proof_inputs(art / PROOF_FILE, probes, refs)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(art / "tokenizer"))
+        manifest = {
+            "source": source,
+            "detector": model.spec.to_json(),
+            "pad_token_id": int(model.config.pad_token_id or 0),
+            "backend": {"name": name, "versions": backend.versions(), **meta, "options": {}},
+            "device": cfg.device,
+            "precision": cfg.precision,
+            "shape_spec": cfg.shapes.to_json(),
+            "shapes": [list(s) for s in cfg.shapes.shapes()],
+            "inputs": [{"name": "input_ids", "dtype": "int64"}, {"name": "attention_mask", "dtype": "int64"}],
+            "outputs": [{"name": "logits", "dtype": "float32", "labels": list(model.spec.labels)}],
+            "capture": {"method": backend.capture_method, "proof": proof},
+            "adapter": captured.adapter.__dict__,
+            "compile_seconds": round(compile_s, 1),
+        }
+        write_manifest(art, manifest)
+        progress(f"{name}: loading and checking parity")
+        manifest, session = _load(art)
+        figs = {"probes": judge(probe_parity(session, probes, refs, threshold), name, cfg.precision)}
+        if eval_rows is not None:
+            router = BucketRouter(session.shapes, manifest["pad_token_id"])
+            figs["data"] = judge(data_parity(session, router, eval_rows, eval_ref, threshold), name, cfg.precision)
+        progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.shapes()[-1]}")
+        lat = _latency(session, cfg.shapes.shapes()[-1], cfg.bench_runs)
+        exec_prec = getattr(session, "execution_precision", None)
+        session.close()
+        del session
+        gc.collect()
+        summary = _parity_summary(figs)
+        manifest["parity"] = figs
+        manifest["latency"] = {"shape": list(cfg.shapes.shapes()[-1]), **lat}
+        if exec_prec:
+            manifest["backend"]["execution_precision"] = exec_prec
+        write_json_atomic(art / "manifest.json", manifest)  # file hashes unchanged: only proof figures added
+        report["backends"][name] = {
+            cfg.precision: {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
+                            "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name,
+                            **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs}
+        }
+        progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
+                 f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
+    captured.release()
+    shutil.rmtree(work, ignore_errors=True)
+    report["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+    report["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    report["disk_mb"] = round(_dir_size(out) / 2**20, 1)
+    report["pass"] = all(v[cfg.precision]["pass"] for v in report["backends"].values()) and all(
+        p.get("exact") or (p.get("max_abs_diff") is not None and p["max_abs_diff"] <= 1e-4) for p in proof.values()
+    )
+    write_json_atomic(out / "report.json", report)
+    from .report import port_markdown
+
+    (out / "report.md").write_text(port_markdown(report), encoding="utf-8")
+    return report
+
+
+def _parity_summary(figs: dict) -> dict:
+    parts = list(figs.values())
+    return {
+        "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
+        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in parts),
+        "decision_agreement": min(p["decision_agreement"] for p in parts),
+        "pass": all(p["pass"] for p in parts),
+    }
+
+
+def _load(art: Path):
+    from .artifact import load_session
+
+    return load_session(art)
+
+
+# -- verify ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyConfig:
+    path: str
+    eval_data: str | None = None
+
+
+def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
+    """Re-check every artifact under `path`: file hashes, then parity on its stored probes (and on data)."""
+    arts = find_artifacts(cfg.path)
+    examples = None
+    if cfg.eval_data:
+        from .detector.data import load_examples
+
+        examples = load_examples(cfg.eval_data)
+    results, reference_cache = {}, {}
+    for art in arts:
+        progress(f"{art.name}: checking file hashes")
+        manifest = check_files(art)
+        name, precision = manifest["backend"]["name"], manifest["precision"]
+        get_backend(name).require()
+        progress(f"{art.name}: loading and re-running proof inputs")
+        manifest, session = _load(art)
+        probes, refs = _load_proof_inputs(art / PROOF_FILE)
+        threshold = manifest["detector"]["threshold"]
+        figs = {"probes": judge(probe_parity(session, probes, refs, threshold), name, precision)}
+        if examples is not None:
+            key = manifest["source"]["sha256"]
+            if key not in reference_cache:
+                reference_cache[key] = _data_reference(manifest, art, examples, progress)
+            rows, ref = reference_cache[key]
+            router = BucketRouter(session.shapes, manifest["pad_token_id"])
+            figs["data"] = judge(data_parity(session, router, rows, ref, threshold), name, precision)
+        session.close()
+        results[art.name] = {"backend": name, "precision": precision, **_parity_summary(figs), "parity": figs}
+        gc.collect()
+    return {"artifacts": results, "pass": all(r["pass"] for r in results.values())}
+
+
+def _data_reference(manifest: dict, art: Path, examples, progress: Progress):
+    from .artifact import check_source
+    from .detector.data import encode
+
+    tok_dir = art / "tokenizer"
+    tokenizer = load_tokenizer(tok_dir) if tok_dir.is_dir() else None
+    if tokenizer is None:
+        raise ConfigError(f"--eval-data needs a tokenizer, and {art} has none (it was ported from a model without one)")
+    progress("loading the source model for the eager reference")
+    source = ModelSource.from_manifest(manifest["source"])
+    model = source.load()
+    check_source(manifest, state_fingerprint(model))
+    rows = encode(tokenizer, examples, max(manifest["shape_spec"]["buckets"]))
+    return rows, eager_logits(model, rows)
+
+
+def load_report(path: str) -> dict:
+    p = Path(path) / "report.json"
+    if not p.is_file():
+        raise ArtifactError(f"{p} is missing")
+    return json.loads(p.read_text())
+
+
+__all__ = ["ModelSource", "PortConfig", "VerifyConfig", "doctor", "port", "verify", "read_manifest", "BackendUnavailable"]

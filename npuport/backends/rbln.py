@@ -1,0 +1,61 @@
+"""rbln: Rebellions ATOM/ATOM+ NPUs through the vendor SDK (`rebel-compiler`). Optional: available only where
+the SDK is installed; elsewhere every use raises BackendUnavailable with the install hint.
+
+The NPU compiler takes one static shape per compiled graph, so each (batch, bucket) becomes its own `.rbln`
+file compiled from the adapted module (the same static module every other backend is proven on)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .base import Backend, CompileSpec, Session
+from .registry import register_backend
+
+
+class RblnSession(Session):
+    def __init__(self, directory: Path, manifest: dict):
+        import rebel  # noqa: F401  (vendor SDK)
+
+        self.shapes = [tuple(s) for s in manifest["shapes"]]
+        self.runtimes = {(b, t): rebel.Runtime(str(directory / f"model_{b}x{t}.rbln")) for b, t in self.shapes}
+
+    def run(self, feeds):
+        shape = self.check_shape(feeds)
+        out = self.runtimes[shape].run(feeds["input_ids"], feeds["attention_mask"])
+        return np.asarray(out[0] if isinstance(out, (list, tuple)) else out, dtype=np.float32)
+
+
+@register_backend
+class RblnBackend(Backend):
+    name = "rbln"
+    sdk = "rebel"
+    install_hint = "pip install rebel-compiler  (Rebellions SDK; needs an ATOM device and the vendor's package index)"
+    capture_method = "torch"
+    devices = ("npu",)
+    description = "Rebellions ATOM NPU (vendor SDK, optional)"
+
+    def versions(self):
+        import rebel
+
+        return {"rebel-compiler": getattr(rebel, "__version__", "unknown")}
+
+    def precisions(self, device):
+        return ("fp16",)  # the ATOM compiler lowers to fp16 (the field report: logits within ~4e-2)
+
+    def compile(self, captured, spec: CompileSpec, out: Path):
+        self.require()
+        import rebel
+
+        out.mkdir(parents=True, exist_ok=True)
+        for b, t in captured.shapes.shapes():
+            compiled = rebel.compile_from_torch(
+                captured.static, [("input_ids", [b, t], "int64"), ("attention_mask", [b, t], "int64")]
+            )
+            compiled.save(str(out / f"model_{b}x{t}.rbln"))
+        return {"format": "rbln"}
+
+    def load(self, directory: Path, manifest: dict) -> Session:
+        self.require()
+        return RblnSession(directory, manifest)

@@ -1,0 +1,276 @@
+"""Persona-deviation detector: any HF encoder backbone + masked mean pooling + Linear(hidden, 2).
+
+Stored as a standard Hugging Face directory: `config.json` (the backbone config plus an `npuport_detector`
+block), `model.safetensors` (keys `backbone.*`, `head.*`) and tokenizer files. A plain HF backbone checkpoint
+(e.g. a downloaded mmBERT directory) loads too; its head starts random and we say so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError, ModelLoadError
+from ..registry import Registry
+
+log = logging.getLogger(__name__)
+
+LABELS = ("in_persona", "deviation")  # index 1 = the reply broke persona
+WEIGHTS_NAME = "model.safetensors"
+CONFIG_NAME = "config.json"
+DETECTOR_KEY = "npuport_detector"
+SUPPORTED_MODEL_TYPES = ("modernbert", "bert", "xlm-roberta", "roberta", "distilbert")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DetectorSpec:
+    """Detector fields kept in config.json next to the backbone config."""
+
+    num_labels: int = 2
+    pooling: str = "mean"
+    max_length: int = 512
+    threshold: float = 0.5
+    labels: tuple[str, ...] = LABELS
+
+    def __post_init__(self):
+        if self.num_labels != 2:
+            raise ConfigError(f"num_labels={self.num_labels}: the detector is binary, use 2")
+        if self.pooling != "mean":
+            raise ConfigError(f"pooling={self.pooling!r}: only masked 'mean' pooling is implemented")
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigError(f"threshold={self.threshold}: must be in (0, 1)")
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["labels"] = list(self.labels)
+        return d
+
+
+def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """(B, T, C), (B, T) -> (B, C): mean over real tokens only; padding never leaks into the pooled vector."""
+    m = attention_mask.to(hidden.dtype).unsqueeze(-1)  # (B, T, 1)
+    summed = (hidden * m).sum(dim=1)  # (B, C)
+    count = m.sum(dim=1).clamp(min=1.0)  # (B, 1); clamp keeps an all-padding row finite
+    return summed / count
+
+
+class Detector(nn.Module):
+    """`forward` is the eager reference: the HF backbone exactly as a user runs it (SDPA attention)."""
+
+    def __init__(self, backbone_config: Any, spec: DetectorSpec | None = None):
+        super().__init__()
+        from transformers import AutoModel
+
+        self.spec = spec or DetectorSpec()
+        self.backbone = AutoModel.from_config(backbone_config, attn_implementation="sdpa")
+        hidden = backbone_config.hidden_size if hasattr(backbone_config, "hidden_size") else backbone_config.dim
+        self.head = nn.Linear(hidden, self.spec.num_labels)
+
+    @property
+    def config(self):
+        return self.backbone.config
+
+    @property
+    def model_type(self) -> str:
+        return self.backbone.config.model_type
+
+    def pool_and_head(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.head(masked_mean(hidden, attention_mask))  # (B, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        out = self.backbone(input_ids=input_ids, attention_mask=attention_mask)
+        return self.pool_and_head(out.last_hidden_state, attention_mask)
+
+    # -- persistence -------------------------------------------------------------------------------------
+    def save_pretrained(self, directory: str | os.PathLike, tokenizer: Any = None) -> Path:
+        from safetensors.torch import save_file
+
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        cfg = self.backbone.config.to_dict()
+        cfg[DETECTOR_KEY] = self.spec.to_json()
+        cfg["architectures"] = ["NpuportPersonaDetector"]
+        _atomic_write_text(out / CONFIG_NAME, json.dumps(cfg, indent=2, sort_keys=True))
+        state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
+        tmp = out / (WEIGHTS_NAME + ".tmp")
+        save_file(state, str(tmp), metadata={"format": "pt", "npuport": "detector"})
+        os.replace(tmp, out / WEIGHTS_NAME)
+        if tokenizer is not None:
+            tokenizer.save_pretrained(str(out))
+        return out
+
+    @classmethod
+    def from_pretrained(cls, directory: str | os.PathLike) -> "Detector":
+        return load_detector(directory)
+
+
+def _atomic_write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+_BACKBONE_PREFIXES = ("model.", "bert.", "roberta.", "distilbert.", "encoder_model.")
+
+
+def load_detector(directory: str | os.PathLike) -> Detector:
+    """Load a detector directory, or a plain HF encoder checkpoint (head initialised at random)."""
+    from safetensors import SafetensorsError
+    from safetensors.torch import load_file
+    from transformers import AutoConfig
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise ModelLoadError(f"model directory {str(d)!r} does not exist (give a HF model directory or --preset NAME)")
+    if not (d / CONFIG_NAME).is_file():
+        raise ModelLoadError(f"{d}/{CONFIG_NAME} is missing: a HF model directory needs config.json and model.safetensors")
+    try:
+        raw = json.loads((d / CONFIG_NAME).read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelLoadError(f"{d}/{CONFIG_NAME} is not valid JSON: {e}") from None
+    model_type = raw.get("model_type")
+    if model_type not in SUPPORTED_MODEL_TYPES:
+        from ..errors import UnsupportedArchitecture
+
+        raise UnsupportedArchitecture(
+            f"model_type {model_type!r} in {d}/{CONFIG_NAME} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
+        )
+    weights = d / WEIGHTS_NAME
+    if not weights.is_file():
+        hint = " (pickle checkpoints such as pytorch_model.bin are never loaded; convert to safetensors)" if (
+            d / "pytorch_model.bin"
+        ).exists() else ""
+        raise ModelLoadError(f"{weights} is missing{hint}")
+    spec_raw = raw.pop(DETECTOR_KEY, None)
+    try:
+        config = AutoConfig.for_model(**raw)
+    except (TypeError, ValueError, KeyError) as e:
+        raise ModelLoadError(f"{d}/{CONFIG_NAME} is not a valid {model_type} config: {e}") from None
+    spec = DetectorSpec(**{**spec_raw, "labels": tuple(spec_raw.get("labels", LABELS))}) if spec_raw else DetectorSpec()
+    try:
+        state = load_file(str(weights))
+    except (SafetensorsError, OSError) as e:
+        raise ModelLoadError(f"{weights} is not a readable safetensors file: {e}") from None
+    model = Detector(config, spec)
+    if spec_raw is not None and any(k.startswith("head.") for k in state):
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    else:
+        # A plain backbone checkpoint: strip the task-model prefix and keep only backbone tensors.
+        log.warning("%s has no detector head: loading the backbone only, head initialised at random", d)
+        bb_state = {}
+        for k, v in state.items():
+            for p in _BACKBONE_PREFIXES:
+                if k.startswith(p):
+                    k = k[len(p):]
+                    break
+            bb_state[k] = v
+        own = model.backbone.state_dict()
+        bb_state = {k: v for k, v in bb_state.items() if k in own}
+        missing, unexpected = model.backbone.load_state_dict(bb_state, strict=False)
+    # Buffers such as rotary inv_freq are recomputed from config; real weights must all be present.
+    missing = [k for k in missing if "inv_freq" not in k and "position_ids" not in k]
+    if missing:
+        raise ModelLoadError(f"{weights} lacks {len(missing)} weights, e.g. {missing[:3]}: is it the right model?")
+    if unexpected:
+        raise ModelLoadError(f"{weights} has {len(unexpected)} unexpected weights, e.g. {list(unexpected)[:3]}")
+    return model.eval()
+
+
+def load_tokenizer(directory: str | os.PathLike):
+    """The tokenizer saved beside the model, or None when the directory has none."""
+    d = Path(directory)
+    if not any((d / f).exists() for f in ("tokenizer.json", "vocab.txt", "sentencepiece.bpe.model", "tokenizer.model")):
+        return None
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(d))
+
+
+def state_fingerprint(model: nn.Module) -> str:
+    """sha256 over every tensor's name, dtype, shape and bytes: identical weights <=> identical hash."""
+    h = hashlib.sha256()
+    for name, t in sorted(model.state_dict().items()):
+        t = t.detach().contiguous().cpu()
+        h.update(name.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+# -- presets -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset:
+    name: str
+    model_type: str
+    config: dict = field(default_factory=dict)
+    description: str = ""
+
+
+PRESETS: Registry[Preset] = Registry("preset")
+
+
+def _preset(name: str, model_type: str, description: str, **config) -> None:
+    PRESETS.register(name, Preset(name=name, model_type=model_type, config=config, description=description))
+
+
+# Published configurations (config.json of jhu-clsp/mmBERT-{base,small} and answerdotai/ModernBERT-base).
+_MMBERT = dict(
+    vocab_size=256000, intermediate_size=1152, num_hidden_layers=22, max_position_embeddings=8192,
+    global_attn_every_n_layers=3, local_attention=128, global_rope_theta=160000.0, local_rope_theta=160000.0,
+    norm_eps=1e-5, norm_bias=False, hidden_activation="gelu", pad_token_id=0, bos_token_id=2, eos_token_id=1,
+    cls_token_id=2, sep_token_id=1,
+)
+_preset("mmbert-base", "modernbert", "mmBERT-base (307M, 22 layers, hidden 768, 256k vocab)",
+        hidden_size=768, num_attention_heads=12, **_MMBERT)
+_preset("mmbert-small", "modernbert", "mmBERT-small (140M, 22 layers, hidden 384, 256k vocab)",
+        hidden_size=384, num_attention_heads=6, **_MMBERT)
+_preset("modernbert-base", "modernbert", "ModernBERT-base (149M, 22 layers, hidden 768, 50k vocab)",
+        vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12,
+        max_position_embeddings=8192, global_attn_every_n_layers=3, local_attention=128,
+        global_rope_theta=160000.0, local_rope_theta=10000.0, norm_eps=1e-5, norm_bias=False,
+        hidden_activation="gelu", pad_token_id=50283, bos_token_id=50281, eos_token_id=50282,
+        cls_token_id=50281, sep_token_id=50282)
+# Tiny real-architecture presets for tests: layer 0 global, layers 1-2 sliding with a 16-token window
+# (8 each side), shorter than the test sequences, so the sliding-window masks really matter.
+_preset("tiny-modernbert", "modernbert", "test size: 3 layers (1 global + 2 sliding, window 16), hidden 64",
+        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
+        max_position_embeddings=512, global_attn_every_n_layers=3, local_attention=16,
+        global_rope_theta=160000.0, local_rope_theta=10000.0, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2, cls_token_id=1, sep_token_id=2)
+_preset("tiny-bert", "bert", "test size: BERT, 2 layers, hidden 64", vocab_size=512, hidden_size=64,
+        intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512,
+        pad_token_id=0)
+_preset("tiny-xlm-roberta", "xlm-roberta", "test size: XLM-RoBERTa, 2 layers, hidden 64", vocab_size=512,
+        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=514, pad_token_id=1, bos_token_id=0, eos_token_id=2)
+_preset("tiny-distilbert", "distilbert", "test size: DistilBERT, 2 layers, dim 64", vocab_size=512, dim=64,
+        hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=512, pad_token_id=0)
+
+
+def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None) -> Detector:
+    """A randomly initialised detector of a preset architecture; same (name, seed) -> same weights."""
+    from transformers import AutoConfig
+
+    preset = PRESETS.get(name)
+    config = AutoConfig.for_model(preset.model_type, **preset.config)
+    torch.manual_seed(seed)
+    return Detector(config, spec).eval()
+
+
+def max_positions(model: Detector) -> int:
+    cfg = model.config
+    n = getattr(cfg, "max_position_embeddings", None) or 512
+    if cfg.model_type in ("xlm-roberta", "roberta"):
+        n -= 2  # RoBERTa position ids start after padding_idx
+    return int(n)

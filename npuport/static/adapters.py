@@ -1,0 +1,155 @@
+"""Adapters: per-architecture fixes that make a detector static-graph safe. One registry, keyed by HF `model_type`.
+
+What blocks ModernBERT on AOT compilers is not the architecture but three run-time features:
+  * the FlashAttention-2 kernel (CUDA-only)            -> force `attn_implementation="sdpa"`;
+  * `torch.compile` inside `forward` (`reference_compile`, transformers 4.x) -> turn it off;
+  * unpadding and data-dependent mask shortcuts        -> keep the padded path and build the masks ourselves,
+    inside the graph, from the 2-D padding mask, so every shape is fixed and no branch depends on data.
+
+Masks: every query row may always see itself (the diagonal is OR-ed in). Padding rows under a sliding window
+otherwise see no key at all; PyTorch SDPA returns zeros for such rows, OpenVINO's fused attention returns NaN,
+which then spreads into real tokens. Real-token rows already see themselves, so their outputs are unchanged
+(proven by the tests: max|diff| = 0.0 against the unmodified HF model).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..errors import UnsupportedArchitecture
+from ..models.detector import Detector
+from ..registry import Registry
+
+
+@dataclass
+class AdapterReport:
+    """What the adapter did, in words, for the manifest and report.md."""
+
+    adapter: str
+    transformers_version: str
+    actions: list[str] = field(default_factory=list)
+
+
+def padding_masks(attention_mask: torch.Tensor, sliding_window: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(B, T) int padding mask -> boolean SDPA masks (B, 1, T, T): (global, sliding-or-None), diagonal OR-ed in."""
+    T = attention_mask.shape[1]
+    keys = attention_mask.bool()[:, None, None, :]  # (B, 1, 1, T): which keys are real
+    idx = torch.arange(T, device=attention_mask.device)
+    diag = (idx[:, None] == idx[None, :])[None, None]  # (1, 1, T, T)
+    full = keys | diag
+    if sliding_window is None:
+        return full, None
+    # Same rule as HF's bidirectional sliding window (and ModernBERT 4.x): |q - k| <= local_attention // 2.
+    window = ((idx[:, None] - idx[None, :]).abs() <= sliding_window)[None, None]
+    return full, (keys & window) | diag
+
+
+class StaticDetector(nn.Module):
+    """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, 2); nothing else goes in."""
+
+    def __init__(self, detector: Detector, backbone_call: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]):
+        super().__init__()
+        self.detector = detector
+        self._call = backbone_call
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = self._call(self.detector.backbone, input_ids, attention_mask)  # (B, T, C)
+        return self.detector.pool_and_head(hidden, attention_mask)
+
+
+AdapterFn = Callable[[Detector], tuple[StaticDetector, AdapterReport]]
+ADAPTERS: Registry[AdapterFn] = Registry("adapter")
+
+
+def _force_sdpa(backbone: nn.Module, report: AdapterReport) -> None:
+    before = getattr(backbone.config, "_attn_implementation", None)
+    if before != "sdpa":
+        if hasattr(backbone, "set_attn_implementation"):
+            backbone.set_attn_implementation("sdpa")
+        else:  # transformers 4.x
+            backbone.config._attn_implementation = "sdpa"
+        report.actions.append(f"attn_implementation: {before} -> sdpa (FlashAttention-2 is CUDA-only)")
+    else:
+        report.actions.append("attn_implementation: sdpa (already)")
+
+
+def _tf_version() -> str:
+    import transformers
+
+    return transformers.__version__
+
+
+def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+    bb = detector.backbone
+    report = AdapterReport(adapter="modernbert", transformers_version=_tf_version())
+    _force_sdpa(bb, report)
+    cfg = bb.config
+    if hasattr(cfg, "reference_compile"):  # transformers 4.x: torch.compile inside forward
+        was = cfg.reference_compile
+        cfg.reference_compile = False
+        for mod in bb.modules():
+            if hasattr(mod, "compiled_embeddings"):
+                mod.compiled_embeddings = None
+        report.actions.append(f"reference_compile: {was} -> False (no torch.compile inside forward)")
+    else:
+        report.actions.append(f"reference_compile: absent in transformers {report.transformers_version}, nothing to turn off")
+    params = inspect.signature(bb.forward).parameters
+    window = cfg.local_attention // 2
+    if "sliding_window_mask" in params:
+        # transformers 4.x: unpadding happens only under flash_attention_2, which we just turned off; the model
+        # builds its global and sliding masks from the 2-D mask with finite minima, so no row is empty.
+        report.actions.append("unpadding: off (padded SDPA path, fixed shapes)")
+        report.actions.append("masks: built in-graph by ModernBertModel._update_attention_mask from the 2-D mask")
+
+        def call(backbone, input_ids, attention_mask):
+            return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    else:
+        # transformers 5.x: no unpadding path; masks come from masking_utils, which returns None for unpadded
+        # input (a data-dependent shortcut a trace would freeze). We pass the per-layer-type masks ourselves.
+        report.actions.append(f"unpadding: absent in transformers {report.transformers_version} (always padded)")
+        report.actions.append(
+            f"masks: global + sliding-window (|q-k| <= {window}) built in-graph from the 2-D mask, diagonal OR-ed in"
+        )
+
+        def call(backbone, input_ids, attention_mask):
+            full, sliding = padding_masks(attention_mask, window)
+            masks = {"full_attention": full, "sliding_attention": sliding}
+            return backbone(input_ids=input_ids, attention_mask=masks).last_hidden_state
+
+    report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")
+    return StaticDetector(detector.eval(), call), report
+
+
+def adapt_bert_family(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+    """BERT, RoBERTa, XLM-RoBERTa, DistilBERT: SDPA and a prepared 4-D mask (no data-dependent mask skipping)."""
+    bb = detector.backbone
+    report = AdapterReport(adapter="bert-family", transformers_version=_tf_version())
+    _force_sdpa(bb, report)
+    report.actions.append("masks: (B,1,T,T) boolean built in-graph from the 2-D mask, diagonal OR-ed in")
+
+    def call(backbone, input_ids, attention_mask):
+        full, _ = padding_masks(attention_mask)
+        return backbone(input_ids=input_ids, attention_mask=full).last_hidden_state
+
+    report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")
+    return StaticDetector(detector.eval(), call), report
+
+
+ADAPTERS.register("modernbert", adapt_modernbert)
+for _mt in ("bert", "roberta", "xlm-roberta", "distilbert"):
+    ADAPTERS.register(_mt, adapt_bert_family)
+
+
+def adapt(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+    model_type = detector.model_type
+    if model_type not in ADAPTERS:
+        raise UnsupportedArchitecture(
+            f"no adapter for model_type {model_type!r}; supported: {', '.join(ADAPTERS.names())}"
+        )
+    return ADAPTERS.get(model_type)(detector)

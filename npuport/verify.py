@@ -1,0 +1,102 @@
+"""Parity: compiled artifact vs the eager fp32 reference, on probes and (optionally) a labelled data set.
+
+Figures: max|Δlogit|, max|Δprob| (probability of `deviation`), decision agreement. Tolerances live in one
+table keyed by (backend, precision); `*` matches any backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .backends.base import Session, feeds_of
+from .models.detector import Detector
+from .runtime import BucketRouter
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    logit: float
+    prob: float
+    agreement: float
+
+
+TOLERANCES: dict[tuple[str, str], Tolerance] = {
+    ("*", "fp32"): Tolerance(logit=1e-4, prob=1e-4, agreement=1.0),
+    ("*", "fp16"): Tolerance(logit=5e-2, prob=2e-2, agreement=0.99),
+    ("*", "bf16"): Tolerance(logit=1.5e-1, prob=4e-2, agreement=0.99),
+    ("*", "int8"): Tolerance(logit=5e-1, prob=1e-1, agreement=0.99),
+}
+
+
+def tolerance(backend: str, precision: str) -> Tolerance:
+    return TOLERANCES.get((backend, precision)) or TOLERANCES[("*", precision)]
+
+
+def softmax_dev(logits: np.ndarray) -> np.ndarray:
+    z = logits.astype(np.float64)
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return (e[:, 1] / e.sum(axis=-1)).astype(np.float64)
+
+
+def compare(ref: np.ndarray, got: np.ndarray, threshold: float = 0.5) -> dict:
+    if np.isnan(got).any():
+        return {"max_abs_logit_diff": float("nan"), "max_abs_prob_diff": float("nan"), "decision_agreement": 0.0,
+                "n": int(len(ref)), "nan": True}
+    pr, pg = softmax_dev(ref), softmax_dev(got)
+    return {
+        "max_abs_logit_diff": float(np.abs(ref - got).max()),
+        "max_abs_prob_diff": float(np.abs(pr - pg).max()),
+        "decision_agreement": float(np.mean((pr >= threshold) == (pg >= threshold))),
+        "n": int(len(ref)),
+        "nan": False,
+    }
+
+
+def merge(parts: list[dict]) -> dict:
+    n = sum(p["n"] for p in parts)
+    return {
+        "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
+        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in parts),
+        "decision_agreement": sum(p["decision_agreement"] * p["n"] for p in parts) / n,
+        "n": n,
+        "nan": any(p["nan"] for p in parts),
+    }
+
+
+def judge(fig: dict, backend: str, precision: str) -> dict:
+    tol = tolerance(backend, precision)
+    ok = (
+        not fig["nan"]
+        and fig["max_abs_logit_diff"] <= tol.logit
+        and fig["max_abs_prob_diff"] <= tol.prob
+        and fig["decision_agreement"] >= tol.agreement
+    )
+    return {**fig, "tolerance": tol.__dict__, "pass": bool(ok)}
+
+
+def eager_logits(model: Detector, rows: list[np.ndarray]) -> np.ndarray:
+    """Reference: each row alone at its exact length (no padding), fp32."""
+    out = []
+    with torch.no_grad():
+        for r in rows:
+            ids = torch.from_numpy(np.asarray(r, dtype=np.int64))[None]
+            out.append(model(ids, torch.ones_like(ids)).float().numpy()[0])
+    return np.stack(out)
+
+
+def probe_parity(session: Session, probes: dict, refs: dict, threshold: float) -> dict:
+    parts = []
+    for shape, plist in probes.items():
+        for (ids, mask), ref in zip(plist, refs[shape]):
+            got = session.run(feeds_of(ids.numpy(), mask.numpy()))
+            parts.append(compare(ref, got, threshold))
+    return merge(parts)
+
+
+def data_parity(session: Session, router: BucketRouter, rows: list[np.ndarray], ref: np.ndarray, threshold: float) -> dict:
+    routed = router.run(session, rows)
+    return compare(ref, routed.logits, threshold)
