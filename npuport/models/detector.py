@@ -123,7 +123,7 @@ _BACKBONE_PREFIXES = ("model.", "bert.", "roberta.", "distilbert.", "encoder_mod
 
 def load_detector(directory: str | os.PathLike) -> Detector:
     """Load a detector directory, or a plain HF encoder checkpoint (head initialised at random)."""
-    from safetensors import SafetensorsError
+    from safetensors import SafetensorError
     from safetensors.torch import load_file
     from transformers import AutoConfig
 
@@ -157,7 +157,7 @@ def load_detector(directory: str | os.PathLike) -> Detector:
     spec = DetectorSpec(**{**spec_raw, "labels": tuple(spec_raw.get("labels", LABELS))}) if spec_raw else DetectorSpec()
     try:
         state = load_file(str(weights))
-    except (SafetensorsError, OSError) as e:
+    except (SafetensorError, OSError) as e:
         raise ModelLoadError(f"{weights} is not a readable safetensors file: {e}") from None
     model = Detector(config, spec)
     if spec_raw is not None and any(k.startswith("head.") for k in state):
@@ -258,12 +258,12 @@ _preset("tiny-distilbert", "distilbert", "test size: DistilBERT, 2 layers, dim 6
         hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=512, pad_token_id=0)
 
 
-def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None) -> Detector:
-    """A randomly initialised detector of a preset architecture; same (name, seed) -> same weights."""
+def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None, **overrides) -> Detector:
+    """A randomly initialised detector of a preset architecture; same (name, seed, overrides) -> same weights."""
     from transformers import AutoConfig
 
     preset = PRESETS.get(name)
-    config = AutoConfig.for_model(preset.model_type, **preset.config)
+    config = AutoConfig.for_model(preset.model_type, **{**preset.config, **overrides})
     torch.manual_seed(seed)
     return Detector(config, spec).eval()
 

@@ -1,0 +1,57 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+PERSONA_TEXTS = [
+    "You are Captain Mara, a weathered sky-pirate who speaks in clipped sentences.",
+    "You are Professor Hollow, a ghost who haunts the old library and loves riddles.",
+    "あなたは江戸時代の茶屋の娘、お春です。丁寧な言葉で話します。",
+    "당신은 조선 시대의 약초꾼 민호입니다. 짧고 소박하게 말합니다.",
+    "Aye, the winds be fair tonight. Hold fast to the rigging!",
+    "As an AI language model, I cannot help with that request.",
+    "Great question! Here are five steps to file your taxes: 1. Gather documents.",
+    "The clockwork golem in the tower? Built by my grandfather, it was.",
+    "I'm sorry, but I can't continue this roleplay. Is there anything else I can help with?",
+]
+
+
+def make_rows(n=12):
+    rows = []
+    for i in range(n):
+        persona = PERSONA_TEXTS[i % 4]
+        reply = PERSONA_TEXTS[4 + (i % 5)] * (1 + i % 3)
+        rows.append({"persona": persona, "user": "Who are you?" if i % 2 else None, "reply": reply,
+                     "label": int(i % 5 in (1, 2, 4))})
+    return rows
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A real tiny ModernBERT detector directory: config.json, model.safetensors, trained tokenizer."""
+    from npuport.detector.tokenizer import train_tokenizer
+    from npuport.models.detector import build_preset
+
+    d = tmp_path_factory.mktemp("tiny_model")
+    tok = train_tokenizer(PERSONA_TEXTS * 3, vocab_size=300)
+    model = build_preset("tiny-modernbert", seed=1, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                         cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
+                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    model.save_pretrained(d, tokenizer=tok)
+    return d
+
+
+@pytest.fixture(scope="session")
+def eval_jsonl(tmp_path_factory):
+    p = tmp_path_factory.mktemp("data") / "eval.jsonl"
+    with open(p, "w", encoding="utf-8") as f:
+        for r in make_rows():
+            f.write(json.dumps({k: v for k, v in r.items() if v is not None}, ensure_ascii=False) + "\n")
+    return p

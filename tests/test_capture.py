@@ -1,0 +1,39 @@
+"""Capture proof: trace and export reproduce eager exactly in fp32; ONNX within 1e-6."""
+
+import pytest
+
+from npuport.backends.base import ShapeSpec
+from npuport.models.detector import build_preset
+from npuport.static.capture import capture, make_probes, prove
+
+
+@pytest.fixture(scope="module")
+def proof(tmp_path_factory):
+    model = build_preset("tiny-modernbert")
+    c = capture(model, ShapeSpec(batch_sizes=(1, 2), buckets=(24, 48)), tmp_path_factory.mktemp("cap"))
+    return prove(c, ["trace", "export", "onnx"])
+
+
+def test_trace_and_export_exact(proof):
+    for m in ("adapter", "trace", "export"):
+        assert proof[m]["max_abs_diff"] == 0.0, proof[m]
+        assert proof[m]["exact"]
+
+
+def test_onnx_close(proof):
+    assert proof["onnx"]["max_abs_diff"] < 1e-6
+    assert not proof["onnx"]["nan"]
+
+
+def test_at_least_three_distinct_inputs_per_shape(proof):
+    assert set(proof["trace"]["per_shape"]) == {"1x24", "1x48", "2x24", "2x48"}
+    assert proof["trace"]["inputs"] >= 3 * 4
+
+
+def test_probes_are_distinct_and_padded():
+    model = build_preset("tiny-modernbert")
+    probes = make_probes(model, 2, 40)
+    lengths = [tuple(m.sum(1).tolist()) for _, m in probes]
+    assert len(set(lengths)) == len(lengths)
+    assert probes[0][1][0].all() and probes[2][1][0].sum() < 10  # none and heavy padding
+    assert len({tuple(i.flatten().tolist()) for i, _ in probes}) == len(probes)
