@@ -36,7 +36,8 @@ class OvSession(Session):
             cm = core.compile_model(m, device, config)
             self.compiled[(b, t)] = cm
             self.requests[(b, t)] = cm.create_infer_request()
-            self.execution_precision = str(cm.get_property("INFERENCE_PRECISION_HINT"))
+            hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
+            self.execution_precision = hint.to_string() if hasattr(hint, "to_string") else str(hint)
 
     def run(self, feeds):
         shape = self.check_shape(feeds)
