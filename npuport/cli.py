@@ -50,6 +50,7 @@ def _add_source(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     from .backends import backend_names
     from .backends.base import PRECISIONS
+    from .models.detector import PRESETS
 
     parser = argparse.ArgumentParser(
         prog="npuport",
@@ -81,6 +82,48 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
     p.add_argument("--bench-runs", type=_positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
+
+    dm = sub.add_parser("demo", help="the main job: build the demo detector, port it everywhere, prove, benchmark, report",
+                        description="Build (or reuse) the demo persona-deviation detector, port it to every available "
+                        "backend with length buckets, check parity on the demo test split, benchmark, and write "
+                        "report.md / report.json / plots.", epilog=EPILOG)
+    dm.add_argument("-o", "--out", default="npuport-demo", help="output directory (default ./npuport-demo)")
+    dm.add_argument("--backend", type=_csv("backend"), help="backends (default: every available compiled backend)")
+    dm.add_argument("--buckets", type=_csv("buckets", int), default=(32, 64, 128), help="sequence buckets (default 32,64,128)")
+    dm.add_argument("--runs", type=_positive_int, default=30, help="timed runs per path and bucket (default 30)")
+    dm.add_argument("--overwrite", action="store_true", help="replace an earlier demo output directory")
+
+    det = sub.add_parser("detector", help="persona-deviation detector: train, eval, build-demo, make-data")
+    dsub = det.add_subparsers(dest="detector_command", metavar="SUBCOMMAND")
+    dsub.required = True
+    t = dsub.add_parser("train", help="fine-tune a detector (AdamW, warmup+decay, early stopping on val F1)")
+    t.add_argument("--data", required=True, help="training JSONL/CSV {persona, user?, reply, label}")
+    t.add_argument("--val", help="validation JSONL/CSV (early stopping and threshold choice)")
+    g = t.add_mutually_exclusive_group(required=True)
+    g.add_argument("--init", help="start from this model directory (detector or HF encoder, with tokenizer)")
+    g.add_argument("--preset", choices=PRESETS.names(), help="random-init architecture (needs --tokenizer)")
+    t.add_argument("--tokenizer", help="directory with tokenizer files, for --preset")
+    t.add_argument("-o", "--out", required=True, help="run directory: model/, checkpoint/, metrics.jsonl")
+    t.add_argument("--epochs", type=_positive_int, default=6)
+    t.add_argument("--lr", type=float, default=5e-4)
+    t.add_argument("--batch", type=_positive_int, default=32)
+    t.add_argument("--max-len", type=_positive_int, default=256)
+    t.add_argument("--patience", type=_positive_int, default=2, help="epochs without val-F1 gain before stopping")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
+    e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
+    e.add_argument("model_dir")
+    e.add_argument("--data", required=True, help="labelled JSONL/CSV")
+    e.add_argument("--json", help="write metrics JSON here")
+    e.add_argument("--plots", help="directory for roc.png and reliability.png")
+    e.add_argument("--threshold", type=float, help="decision threshold (default: chosen on validation)")
+    b = dsub.add_parser("build-demo", help="train the small demo detector on the generated demo data (cached)")
+    b.add_argument("-o", "--out", help="directory (default: the npuport cache, reused by `npuport demo`)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--force", action="store_true", help="rebuild even when a finished build exists")
+    mk = dsub.add_parser("make-data", help="write the seeded demo data set (train/val/test JSONL + stats.json)")
+    mk.add_argument("-o", "--out", required=True)
+    mk.add_argument("--seed", type=int, default=0)
 
     v = sub.add_parser("verify", help="re-check artifact hashes and parity; non-zero exit on failure")
     v.add_argument("path", help="an artifact directory or a `port` output directory")
@@ -182,7 +225,83 @@ def cmd_verify(args) -> int:
     return 0 if res["pass"] else 1
 
 
-COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify}
+def cmd_demo(args) -> int:
+    from .detector.demo import DemoConfig, run_demo
+
+    prog = _progress(args)
+    with prog.live():
+        r = run_demo(DemoConfig(out=args.out, backends=args.backend, buckets=args.buckets, runs=args.runs,
+                                overwrite=args.overwrite), prog, show_bar=not args.quiet)
+    _print_demo(r, args.out)
+    return 0 if r["pass"] else 1
+
+
+def _print_demo(r: dict, out: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    d = r["detector"]
+    c.print(f"[bold]detector[/] on unseen personas: F1 {d['f1']:.4f} · accuracy {d['accuracy']:.4f} · "
+            f"ROC-AUC {d['roc_auc']:.4f} · ECE {d['ece']:.4f}")
+    pb = r["bench"]["per_bucket"]
+    seqs = sorted(pb, key=int)
+    t = Table(title="port: parity vs eager fp32 and latency (batch 1, p50 ms)")
+    for col in ["backend", "max|Δlogit|", "agreement"] + [f"{s} tok" for s in seqs] + ["bucketed vs pad", "result"]:
+        t.add_column(col)
+    t.add_row("eager", "reference", "—", *[f"{pb[s]['eager']['p50_ms']:.2f}" for s in seqs], "—", "")
+    for b, per in r["port"]["backends"].items():
+        v = per["fp32"]
+        mix = r["bench"]["length_mix"].get(b, {})
+        t.add_row(b, f"{v['max_abs_logit_diff']:.1e}", f"{v['decision_agreement']:.2%}",
+                  *[f"{pb[s][b]['p50_ms']:.2f}" if b in pb[s] else "—" for s in seqs],
+                  f"{mix.get('speedup', float('nan')):.2f}×", "[green]PASS[/]" if v["pass"] else "[red]FAIL[/]")
+    c.print(t)
+    c.print(f"wall {r['wall_seconds']} s · report: {os.path.join(out, 'report.md')} · plots: {os.path.join(out, 'plots')}")
+
+
+def cmd_detector(args) -> int:
+    sub = args.detector_command
+    prog = _progress(args)
+    if sub == "train":
+        from .detector.train import TrainConfig, train
+
+        cfg = TrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
+                          out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
+                          patience=args.patience, seed=args.seed, resume=args.resume)
+        s = train(cfg, prog, show_bar=not args.quiet)
+        print(f"best epoch {s['best_epoch']} · val F1 {s['best_val_f1']:.4f} · threshold {s['threshold']:.3f} · "
+              f"{s['seconds']} s · model: {os.path.join(args.out, 'model')}")
+        return 0
+    if sub == "eval":
+        from .detector.evaluate import EvalConfig, evaluate
+
+        m = evaluate(EvalConfig(model_dir=args.model_dir, data=args.data, json_out=args.json, plots_dir=args.plots,
+                                threshold=args.threshold))
+        cm = m["confusion_matrix"]
+        print(f"n {m['n']} · F1 {m['f1']:.4f} · accuracy {m['accuracy']:.4f} · precision {m['precision']:.4f} · "
+              f"recall {m['recall']:.4f} · ROC-AUC {m['roc_auc']:.4f} · ECE {m['ece']:.4f} · threshold {m['threshold']:.3f}")
+        print(f"confusion: TN {cm['tn']} FP {cm['fp']} FN {cm['fn']} TP {cm['tp']}")
+        return 0
+    if sub == "build-demo":
+        from .detector.demo import DemoBuildConfig, build_demo
+
+        with prog.live():
+            root = build_demo(DemoBuildConfig(out=args.out, seed=args.seed, force=args.force), prog, show_bar=not args.quiet)
+        b = json.loads((root / "build.json").read_text())
+        print(f"demo detector: {root / 'model'} · val F1 {b['train']['best_val_f1']:.4f} · built in {b['seconds']} s")
+        return 0
+    if sub == "make-data":
+        from .detector.generate import write_dataset
+
+        stats = write_dataset(args.out, seed=args.seed)
+        for k, v in stats["splits"].items():
+            print(f"{k}: {v['rows']} rows, {v['personas']} personas, {v['deviation_fraction']:.0%} deviations, languages {v['languages']}")
+        return 0
+    raise AssertionError(sub)
+
+
+COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify, "demo": cmd_demo, "detector": cmd_detector}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -57,3 +57,57 @@ def port_markdown(r: dict) -> str:
             )
     lines.append("")
     return "\n".join(lines)
+
+
+def demo_markdown(r: dict) -> str:
+    d = r["detector"]
+    cm = d["confusion_matrix"]
+    lines = [
+        "# npuport demo report",
+        "",
+        f"- npuport {r['npuport_version']} on {r['machine']['processor']} ({r['machine']['cpu_count']} CPUs); "
+        f"wall time {r['wall_seconds']} s; overall **{'PASS' if r['pass'] else 'FAIL'}**",
+        f"- demo data: " + ", ".join(f"{k} {v['rows']} rows / {v['personas']} personas ({v['deviation_fraction']:.0%} deviations)"
+                                     for k, v in r["data"]["splits"].items()),
+        "",
+        "## Detector on the test split (personas never seen in training)",
+        "",
+        f"| F1 | accuracy | precision | recall | ROC-AUC | ECE | threshold | TN / FP / FN / TP |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| {d['f1']:.4f} | {d['accuracy']:.4f} | {d['precision']:.4f} | {d['recall']:.4f} | {d['roc_auc']:.4f} | "
+        f"{d['ece']:.4f} | {d['threshold']:.3f} | {cm['tn']} / {cm['fp']} / {cm['fn']} / {cm['tp']} |",
+        "",
+        "![ROC](plots/roc.png) ![reliability](plots/reliability.png)",
+        "",
+        "## Proof and parity (compiled vs eager fp32)",
+        "",
+        "| capture | max abs Δlogit |",
+        "|---|---|",
+        *[f"| {m} | {_f(p.get('max_abs_diff'))} |" for m, p in r["port"]["capture"].items()],
+        "",
+        "| backend | max abs Δlogit | max abs Δprob | decision agreement (test split + probes) | result |",
+        "|---|---|---|---|---|",
+    ]
+    for b, per in r["port"]["backends"].items():
+        v = per["fp32"]
+        lines.append(f"| {b} | {_f(v['max_abs_logit_diff'])} | {_f(v['max_abs_prob_diff'])} | {v['decision_agreement']:.2%} | "
+                     f"{'PASS' if v['pass'] else 'FAIL'} |")
+    pb = r["bench"]["per_bucket"]
+    seqs = sorted(pb, key=int)
+    names = list(pb[seqs[0]])
+    lines += ["", f"## Latency, batch 1, p50 ms (p99) — {r['bench']['runs']} interleaved runs", "",
+              "| path | " + " | ".join(f"{s} tokens" for s in seqs) + " | vs eager at " + seqs[-1] + " |",
+              "|---|" + "---|" * (len(seqs) + 1)]
+    for n in names:
+        ratio = pb[seqs[-1]]["eager"]["p50_ms"] / pb[seqs[-1]][n]["p50_ms"]
+        lines.append(f"| {n} | " + " | ".join(f"{pb[s][n]['p50_ms']:.2f} ({pb[s][n]['p99_ms']:.2f})" for s in seqs)
+                     + f" | {ratio:.2f}× |")
+    lines += ["", "![latency vs length](plots/latency_vs_length.png)", "",
+              f"## Length buckets vs padding to {seqs[-1]} ({r['bench']['length_mix_rows']} test rows, "
+              f"mean {r['bench']['length_mix_mean_tokens']:.0f} tokens)", "",
+              "| backend | bucketed rows/s | padded rows/s | speed-up | decision agreement |", "|---|---|---|---|---|"]
+    for b, v in r["bench"]["length_mix"].items():
+        lines.append(f"| {b} | {v['buckets']['rows_per_s']:.1f} | {v['pad_to_max']['rows_per_s']:.1f} | {v['speedup']:.2f}× | "
+                     f"{v['decision_agreement']:.2%} |")
+    lines.append("")
+    return "\n".join(lines)

@@ -114,13 +114,25 @@ def context_text(ex: Example) -> str:
     return ex.persona if not ex.user else f"{ex.persona}\n\nUser: {ex.user}"
 
 
-def encode(tokenizer, examples: list[Example], max_length: int) -> list[np.ndarray]:
-    """Token ids per example (no padding): [CLS] persona (+ user) [SEP] reply [SEP], the persona side truncated
-    first so the reply - the part being judged - survives."""
+DEFAULT_CONTEXT_TOKENS = 32
+
+
+def encode(tokenizer, examples: list[Example], max_length: int, context_tokens: int | None = DEFAULT_CONTEXT_TOKENS) -> list[np.ndarray]:
+    """Token ids per example (no padding): [CLS] persona (+ user) [SEP] reply [SEP].
+
+    The reply is what is judged, so the context (persona card + user turn) is cut first, and to at most
+    `context_tokens`: under masked mean pooling a 60-token card would otherwise outweigh a 15-token reply, and a
+    small detector then learns which card it saw instead of how the reply sounds (measured: the same canned
+    refusal scored 0.001 under one unseen card and 0.99 under another). None keeps the whole context."""
     rows = []
+    n_special = tokenizer.num_special_tokens_to_add(pair=True)
     for ex in examples:
+        limit = max_length
+        if context_tokens is not None:
+            n_reply = len(tokenizer(ex.reply, add_special_tokens=False)["input_ids"])
+            limit = min(max_length, n_reply + context_tokens + n_special)
         try:
-            enc = tokenizer(context_text(ex), ex.reply, truncation="only_first", max_length=max_length)
+            enc = tokenizer(context_text(ex), ex.reply, truncation="only_first", max_length=limit)
         except Exception:  # the reply alone is longer than max_length: cut both sides
             enc = tokenizer(context_text(ex), ex.reply, truncation="longest_first", max_length=max_length)
         rows.append(np.asarray(enc["input_ids"], dtype=np.int64))

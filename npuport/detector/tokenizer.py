@@ -16,7 +16,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 4096):
     # NFKC keeps Japanese/Korean text intact; no lowercasing so "AI" and "ai" stay distinguishable.
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, min_frequency=1)
+    trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=SPECIALS, min_frequency=1, show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     tok.post_processor = processors.TemplateProcessing(

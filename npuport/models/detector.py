@@ -274,3 +274,11 @@ def max_positions(model: Detector) -> int:
     if cfg.model_type in ("xlm-roberta", "roberta"):
         n -= 2  # RoBERTa position ids start after padding_idx
     return int(n)
+# The demo detector: mmBERT's design at a small size - alternating global / sliding-window attention (every
+# third layer global), GeGLU MLP, RoPE - trained by `npuport detector build-demo`. The vocabulary size comes from
+# the tokenizer trained with it.
+_preset("demo-modernbert", "modernbert", "demo size: 6 layers (2 global + 4 sliding, window 64), hidden 128",
+        vocab_size=4096, hidden_size=128, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4,
+        max_position_embeddings=1024, global_attn_every_n_layers=3, local_attention=64,
+        global_rope_theta=160000.0, local_rope_theta=10000.0, pad_token_id=0, bos_token_id=2, eos_token_id=3,
+        cls_token_id=2, sep_token_id=3, embedding_dropout=0.1, attention_dropout=0.1, mlp_dropout=0.1)

@@ -1,0 +1,141 @@
+"""The demo detector (build-demo) and `npuport demo`, the main job on the embedded default:
+
+build (or reuse) the demo detector -> port it to every available backend with length buckets -> parity on the
+demo test split -> latency benchmark -> summary table, report.md + report.json + plots.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import __version__
+from ..artifact import machine, write_json_atomic
+from ..errors import ConfigError
+
+DEMO_VERSION = 1  # bump when the generator or recipe changes: cached demo models are then rebuilt
+Progress = Callable[[str], None]
+
+
+def cache_dir() -> Path:
+    if os.environ.get("NPUPORT_CACHE"):
+        return Path(os.environ["NPUPORT_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "npuport"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoBuildConfig:
+    out: str | None = None  # default: the cache directory
+    seed: int = 0
+    epochs: int = 6
+    force: bool = False
+
+
+def demo_model_dir(seed: int = 0) -> Path:
+    return cache_dir() / f"demo-detector-v{DEMO_VERSION}-seed{seed}"
+
+
+def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> Path:
+    """Generate the demo data, train a tokenizer and a small ModernBERT detector; returns the directory holding
+    model/, data/ and build.json. Reuses a complete earlier build unless force."""
+    from ..models.detector import build_preset
+    from .data import context_text, load_examples
+    from .generate import write_dataset
+    from .tokenizer import train_tokenizer
+    from .train import TrainConfig, train
+
+    root = Path(cfg.out) if cfg.out else demo_model_dir(cfg.seed)
+    done = root / "build.json"
+    if done.is_file() and not cfg.force:
+        progress(f"reusing the demo detector in {root}")
+        return root
+    if root.exists():
+        if not cfg.force and any(root.iterdir()):
+            raise ConfigError(f"{root} exists and is not a finished demo build; pass --force to rebuild it")
+        shutil.rmtree(root)
+    t0 = time.perf_counter()
+    progress("generating the demo data set (persona-disjoint train/val/test)")
+    stats = write_dataset(root / "data", seed=cfg.seed)
+    train_rows = load_examples(root / "data" / "train.jsonl", require_label=True)
+    progress("training the tokenizer")
+    tok = train_tokenizer([context_text(e) + "\n" + e.reply for e in train_rows], vocab_size=4096)
+    model = build_preset("demo-modernbert", seed=cfg.seed, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                         cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id,
+                         eos_token_id=tok.sep_token_id)
+    progress(f"training the detector ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
+    summary = train(TrainConfig(data=str(root / "data" / "train.jsonl"), val=str(root / "data" / "val.jsonl"),
+                                preset="demo-modernbert", out=str(root / "run"), epochs=cfg.epochs, lr=5e-4, batch=32,
+                                max_len=256, patience=2, weight_decay=0.1, seed=cfg.seed),
+                    progress, model=model, tokenizer=tok, show_bar=show_bar)
+    shutil.move(str(root / "run" / "model"), root / "model")
+    write_json_atomic(done, {"npuport_version": __version__, "demo_version": DEMO_VERSION, "seed": cfg.seed, "data": stats,
+                             "train": {k: v for k, v in summary.items() if k != "history"}, "history": summary["history"],
+                             "seconds": round(time.perf_counter() - t0, 1)})
+    return root
+
+
+# -- npuport demo ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class DemoConfig:
+    out: str = "npuport-demo"
+    backends: tuple[str, ...] | None = None  # default: every available compiled backend
+    buckets: tuple[int, ...] = (32, 64, 128)
+    runs: int = 30
+    seed: int = 0
+    overwrite: bool = False
+
+
+def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> dict:
+    from ..api import ModelSource, PortConfig, port
+    from ..backends import ShapeSpec, backend_names, get_backend
+    from .evaluate import EvalConfig, evaluate
+
+    t0 = time.perf_counter()
+    out = Path(cfg.out)
+    if out.exists() and any(out.iterdir()):
+        if not cfg.overwrite:
+            raise ConfigError(f"{out} is not empty; choose another --out or pass --overwrite")
+        if not (out / "report.json").exists():
+            raise ConfigError(f"{out} holds no npuport demo report: refusing to overwrite it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    root = build_demo(DemoBuildConfig(seed=cfg.seed), progress, show_bar=show_bar)
+    model_dir, test = root / "model", root / "data" / "test.jsonl"
+    progress("evaluating the detector on the test split (unseen personas)")
+    metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(out / "plots")))
+    names = cfg.backends or tuple(b for b in backend_names() if b not in ("eager",) and get_backend(b).available()[0])
+    progress(f"porting to {', '.join(names)} with buckets {list(cfg.buckets)}")
+    port_report = port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out / "artifacts"), backends=names,
+                                  shapes=ShapeSpec(batch_sizes=(1,), buckets=cfg.buckets), eval_data=str(test)), progress)
+    progress("benchmarking latency per bucket (interleaved) and the test length mix")
+    from ..latency import bench_artifacts
+
+    bench = bench_artifacts(out / "artifacts", model_dir, test, runs=cfg.runs, progress=progress)
+    from ..plots import latency_vs_length
+
+    plot = latency_vs_length(bench["per_bucket"], out / "plots" / "latency_vs_length.png")
+    report = {
+        "npuport_version": __version__, "machine": machine(), "model": str(model_dir),
+        "data": json.loads((root / "build.json").read_text())["data"],
+        "detector": {k: metrics[k] for k in ("f1", "accuracy", "precision", "recall", "roc_auc", "ece", "threshold",
+                                             "confusion_matrix", "n")},
+        "port": {k: port_report[k] for k in ("capture", "backends", "adapter", "pass", "shapes")},
+        "bench": bench, "plots": {**metrics.get("plots", {}), "latency_vs_length": plot},
+        "wall_seconds": round(time.perf_counter() - t0, 1),
+    }
+    report["pass"] = bool(port_report["pass"])
+    write_json_atomic(out / "report.json", report)
+    from ..report import demo_markdown
+
+    (out / "report.md").write_text(demo_markdown(report), encoding="utf-8")
+    return report

@@ -1,0 +1,93 @@
+"""Side-by-side latency of artifacts and eager PyTorch: every path timed interleaved (round robin) in one process,
+so machine drift hits all paths alike; plus bucketed vs pad-to-max throughput on a real length mix."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from .artifact import find_artifacts, load_session
+from .backends.base import feeds_of
+from .bench import summarize
+from .runtime import BucketRouter
+from .verify import softmax_dev
+
+Runner = Callable[[dict], np.ndarray]
+
+
+def eager_runner(model) -> Runner:
+    def run(feeds):
+        with torch.no_grad():
+            return model(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"])).float().numpy()
+
+    return run
+
+
+def interleaved(runners: dict[str, Runner], feeds: dict, runs: int, warmup: int = 2) -> dict[str, dict]:
+    samples = {n: [] for n in runners}
+    for _ in range(warmup):
+        for r in runners.values():
+            r(feeds)
+    for _ in range(runs):
+        for n, r in runners.items():
+            t0 = time.perf_counter()
+            r(feeds)
+            samples[n].append((time.perf_counter() - t0) * 1e3)
+    return {n: summarize(s) for n, s in samples.items()}
+
+
+def sample_feeds(rows: list[np.ndarray], batch: int, seq: int, pad_id: int) -> dict:
+    """A realistic input of shape (batch, seq): real token rows (cut to seq), padded."""
+    router = BucketRouter([(batch, seq)], pad_id)
+    return router.pack([rows[i % len(rows)] for i in range(batch)], seq, batch)
+
+
+def bench_artifacts(artifacts_root: Path, model_dir: Path, data: Path, runs: int = 30, progress=lambda m: None,
+                    mix_rows: int = 120) -> dict:
+    from .detector.data import encode, load_examples
+    from .models.detector import load_detector, load_tokenizer
+
+    model = load_detector(model_dir)
+    tok = load_tokenizer(model_dir)
+    rows = encode(tok, load_examples(data), 10_000)
+    sessions, shapes = {}, None
+    for art in find_artifacts(artifacts_root):
+        manifest, sess = load_session(art)
+        sessions[manifest["backend"]["name"]] = sess
+        shapes = sess.shapes
+    runners: dict[str, Runner] = {"eager": eager_runner(model)}
+    runners.update({n: s.run for n, s in sessions.items()})
+    pad = tok.pad_token_id
+    per_bucket = {}
+    for b, t in sorted(shapes):
+        if b != 1:
+            continue
+        progress(f"latency at 1x{t}: {', '.join(runners)} interleaved, {runs} runs each")
+        long_rows = [r for r in rows if len(r) >= t] or rows
+        per_bucket[t] = interleaved(runners, sample_feeds(long_rows, 1, t, pad), runs)
+    # Length mix: the test split's real lengths, every row padded to the largest bucket vs routed to its bucket.
+    mix = rows[:mix_rows]
+    lengths = [int(min(len(r), max(t for _, t in shapes))) for r in mix]
+    routers = {"buckets": BucketRouter(shapes, pad), "pad_to_max": BucketRouter([s for s in shapes if s[1] == max(t for _, t in shapes)], pad)}
+    mix_res = {}
+    for name, sess in sessions.items():
+        res, logits = {}, {}
+        for mode, router in routers.items():
+            t0 = time.perf_counter()
+            routed = router.run(sess, mix)
+            dt = time.perf_counter() - t0
+            logits[mode] = routed.logits
+            res[mode] = {"rows_per_s": len(mix) / dt, "mean_ms": dt * 1e3 / len(mix)}
+        pa, pb = softmax_dev(logits["buckets"]), softmax_dev(logits["pad_to_max"])
+        res["speedup"] = res["buckets"]["rows_per_s"] / res["pad_to_max"]["rows_per_s"]
+        res["decision_agreement"] = float(np.mean((pa >= 0.5) == (pb >= 0.5)))
+        res["max_abs_prob_diff"] = float(np.abs(pa - pb).max())
+        mix_res[name] = res
+    for s in sessions.values():
+        s.close()
+    return {"per_bucket": {str(k): v for k, v in per_bucket.items()}, "length_mix": mix_res,
+            "length_mix_rows": len(mix), "length_mix_mean_tokens": float(np.mean(lengths)), "runs": runs}
