@@ -202,6 +202,11 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
         state = _load_checkpoint(out, opt)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total, int(cfg.warmup * total)), last_epoch=state["step"] - 1)
         say(f"resuming after epoch {state['epoch']} (step {state['step']})")
+        # Epochs after the checkpoint were lost with the interruption and will be replayed: drop their records.
+        mpath = out / "metrics.jsonl"
+        if mpath.exists():
+            kept = [l for l in mpath.read_text().splitlines() if l.strip() and json.loads(l)["epoch"] <= state["epoch"]]
+            mpath.write_text("".join(k + "\n" for k in kept))
     t0 = time.perf_counter()
     bar = _bar(show_bar, total, state["step"])
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):

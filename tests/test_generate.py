@@ -1,0 +1,52 @@
+"""Demo data generator: deterministic, persona-disjoint splits, varied, not separable by a keyword."""
+
+from npuport.detector.generate import build_dataset, keyword_baseline, split_personas, write_dataset
+from npuport.detector.personas import PERSONAS
+
+
+def test_deterministic_and_seed_sensitive():
+    a, b = build_dataset(seed=3, per_persona=6, procedural=20), build_dataset(seed=3, per_persona=6, procedural=20)
+    assert a == b
+    c = build_dataset(seed=4, per_persona=6, procedural=20)
+    assert a["train"] != c["train"]
+
+
+def test_splits_are_persona_disjoint():
+    for seed in (0, 1, 7):
+        data = build_dataset(seed=seed, per_persona=6, procedural=20)
+        cards = {k: {r["persona"] for r in rows} for k, rows in data.items()}
+        assert not (cards["train"] & cards["val"]) and not (cards["train"] & cards["test"]) and not (cards["val"] & cards["test"])
+        splits = split_personas(seed)
+        assert sum(len(v) for v in splits.values()) == len(PERSONAS)
+        for k in ("val", "test"):
+            assert {r["persona"] for r in data[k]} == {p.card for p in splits[k]}  # own cards only
+
+
+def test_variety():
+    assert len({p.card for p in PERSONAS}) >= 40
+    assert {p.lang for p in PERSONAS} >= {"en", "ja", "ko"}
+    data = build_dataset(seed=0, per_persona=40, procedural=100)
+    rows = data["train"] + data["val"] + data["test"]
+    kinds = {r["kind"] for r in rows}
+    for k in ("dev_generic", "dev_refusal", "dev_disclose", "dev_fourth", "dev_leak", "dev_helpful",
+              "ic_chat", "ic_refuse", "ic_deflect", "ic_human", "ic_machine", "ic_tech"):
+        assert k in kinds, k
+    users = {r["user_kind"] for r in rows}
+    assert users >= {"chat", "code", "taxes", "medical", "out_of_world", "are_you_ai", "jailbreak", "extract"}
+
+
+def test_not_separable_by_keyword():
+    data = build_dataset(seed=0, per_persona=40, procedural=100)
+    rows = data["test"] + data["train"]
+    has_kw = lambda r: "sorry" in r["reply"].lower() or "AI" in r["reply"]  # noqa: E731
+    assert any(has_kw(r) for r in rows if r["label"] == 0), "in-persona replies must mention AI/sorry sometimes"
+    assert sum(not has_kw(r) for r in rows if r["label"] == 1) > 0.5 * sum(r["label"] for r in rows)
+    assert keyword_baseline(data["test"]) < 0.75
+
+
+def test_write_dataset_stats(tmp_path):
+    stats = write_dataset(tmp_path, seed=0, per_persona=4, procedural=10)
+    for k in ("train", "val", "test"):
+        assert (tmp_path / f"{k}.jsonl").is_file()
+        assert stats["splits"][k]["rows"] > 0
+    assert abs(stats["splits"]["test"]["deviation_fraction"] - 0.5) < 1e-9
