@@ -373,3 +373,103 @@ def load_report(path: str) -> dict:
 
 
 __all__ = ["ModelSource", "PortConfig", "VerifyConfig", "doctor", "port", "verify", "read_manifest", "BackendUnavailable"]
+
+
+# -- bench -----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    artifact_dir: str | None = None  # a `port` output or artifact directory ...
+    source: ModelSource | None = None  # ... or a model to port first
+    backends: tuple[str, ...] | None = None
+    vs: tuple[str, ...] = ("eager",)
+    shapes: ShapeSpec = field(default_factory=ShapeSpec)
+    precision: str = "fp32"
+    runs: int = 20
+    warmup: int = 2
+    json_out: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self):
+        from .latency import COMPARISONS
+
+        if (self.artifact_dir is None) == (self.source is None):
+            raise ConfigError("give exactly one of ARTIFACT_DIR, MODEL_DIR or --preset NAME --random-init")
+        for v in self.vs:
+            if v not in COMPARISONS:
+                raise ConfigError(f"unknown --vs path {v!r}; known: {', '.join(COMPARISONS)}")
+        if self.runs < 1 or self.warmup < 0:
+            raise ConfigError(f"--runs must be >= 1 and --warmup >= 0 (got {self.runs}, {self.warmup})")
+
+
+def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
+    """Latency of every artifact and every --vs path, interleaved in one process; stats, ratios, plots."""
+    import tempfile
+
+    from .latency import COMPARISONS, interleaved, random_feeds
+
+    tmp = None
+    if cfg.source is not None:
+        tmp = tempfile.mkdtemp(prefix="npuport-bench-")
+        backends = cfg.backends or ("onnxruntime", "openvino", "inductor")
+        progress(f"porting to {', '.join(backends)} first")
+        port(PortConfig(source=cfg.source, out=tmp + "/out", backends=backends, shapes=cfg.shapes, precision=cfg.precision,
+                        capture_methods=("trace",), bench_runs=1), progress)
+        root = Path(tmp) / "out"
+    else:
+        root = Path(cfg.artifact_dir)
+    try:
+        sessions, model, shapes = {}, None, None
+        for art in find_artifacts(root):
+            manifest = read_manifest(art)
+            name = manifest["backend"]["name"]
+            if cfg.backends and name not in cfg.backends:
+                continue
+            label = name if manifest["precision"] == "fp32" else f"{name}-{manifest['precision']}"
+            progress(f"loading {art.name} (hash check)")
+            _, sessions[label] = _load(art)
+            shapes = sessions[label].shapes
+            if model is None:  # the comparison paths, and the vocabulary for the inputs
+                progress("loading the source model")
+                model = ModelSource.from_manifest(manifest["source"]).load()
+        if not sessions:
+            raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
+        runners = {v: COMPARISONS[v](model) for v in cfg.vs}
+        runners.update({n: s.run for n, s in sessions.items()})
+        per_shape, raw = {}, {}
+        for b, t in sorted(shapes):
+            progress(f"{b}x{t}: {', '.join(runners)} interleaved, {cfg.runs} runs each")
+            samples: dict = {}
+            stats = interleaved(runners, random_feeds(model, b, t), cfg.runs, cfg.warmup, samples)
+            for st in stats.values():
+                st["sequences_per_s"] = b * 1000.0 / st["p50_ms"]
+                st["tokens_per_s"] = b * t * 1000.0 / st["p50_ms"]
+            per_shape[f"{b}x{t}"] = stats
+            raw[f"{b}x{t}"] = samples
+        head = f"{max(shapes)[0]}x{max(t for _, t in shapes)}"
+        head = head if head in per_shape else list(per_shape)[-1]
+        results = per_shape[head]
+        ref = "eager" if "eager" in results else None
+        ratios = {n: results[ref]["p50_ms"] / r["p50_ms"] for n, r in results.items()} if ref else {}
+        out = {"headline_shape": head, "results": results, "per_shape": per_shape, "ratios_vs_eager_p50": ratios,
+               "best": min(sessions, key=lambda n: results[n]["p50_ms"]), "runs": cfg.runs, "warmup": cfg.warmup,
+               "machine": machine(), "npuport_version": __version__}
+        if cfg.plot:
+            from .plots import latency_distribution, latency_vs_length
+
+            p = Path(cfg.plot)
+            out["plots"] = [latency_distribution(raw[head], p, f"latency at {head} ({cfg.runs} interleaved runs)")]
+            seqs = {t for _, t in shapes}
+            if len(seqs) > 1:
+                b0 = min(b for b, _ in shapes)
+                per_len = {str(t): per_shape[f"{b0}x{t}"] for t in sorted(seqs)}
+                out["plots"].append(latency_vs_length(per_len, p.with_name(p.stem + "_vs_length" + p.suffix)))
+        if cfg.json_out:
+            write_json_atomic(Path(cfg.json_out), out)
+        return out
+    finally:
+        for s in list(locals().get("sessions", {}).values()):
+            s.close()
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)

@@ -83,6 +83,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bench-runs", type=_positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
 
+    bn = sub.add_parser("bench", help="latency p50/p90/p99/max/jitter/throughput per backend, interleaved with eager",
+                        description="Benchmark compiled artifacts (or port a model first) side by side with eager "
+                        "PyTorch and torch.compile, interleaved in one process so machine drift hits all paths alike.",
+                        epilog=EPILOG)
+    bn.add_argument("target", nargs="?", help="a `port` output / artifact directory, or a HF model directory")
+    bn.add_argument("--preset", choices=PRESETS.names(), help="benchmark a preset architecture (with --random-init)")
+    bn.add_argument("--random-init", action="store_true")
+    bn.add_argument("--seed", type=int, default=0)
+    bn.add_argument("--backend", type=_csv("backend"), help="backends to port to / to select from the artifacts")
+    bn.add_argument("--vs", type=_csv("vs"), default=("eager",), help="comparison paths: eager, torch.compile (default eager)")
+    g = bn.add_mutually_exclusive_group()
+    g.add_argument("--seq-len", type=_positive_int)
+    g.add_argument("--buckets", type=_csv("buckets", int))
+    bn.add_argument("--batch", type=_csv("batch", int), default=(1,))
+    bn.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    bn.add_argument("--runs", type=_positive_int, default=20)
+    bn.add_argument("--warmup", type=int, default=2)
+    bn.add_argument("--json", help="write results JSON here")
+    bn.add_argument("--plot", help="latency distribution PNG (and *_vs_length.png with several buckets)")
+
     dm = sub.add_parser("demo", help="the main job: build the demo detector, port it everywhere, prove, benchmark, report",
                         description="Build (or reuse) the demo persona-deviation detector, port it to every available "
                         "backend with length buckets, check parity on the demo test split, benchmark, and write "
@@ -225,6 +245,40 @@ def cmd_verify(args) -> int:
     return 0 if res["pass"] else 1
 
 
+def cmd_bench(args) -> int:
+    from pathlib import Path
+
+    from .api import BenchConfig, ModelSource, bench
+    from .artifact import MANIFEST
+    from .backends.base import ShapeSpec
+
+    buckets = args.buckets or ((args.seq_len,) if args.seq_len else (512,))
+    target = Path(args.target) if args.target else None
+    is_artifacts = target is not None and ((target / MANIFEST).is_file() or any(target.glob(f"*/{MANIFEST}")))
+    source = None if is_artifacts else ModelSource(model_dir=args.target, preset=args.preset, random_init=args.random_init,
+                                                   seed=args.seed)
+    cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, backends=args.backend, vs=args.vs,
+                      shapes=ShapeSpec(batch_sizes=args.batch, buckets=buckets), precision=args.precision, runs=args.runs,
+                      warmup=args.warmup, json_out=args.json, plot=args.plot)
+    prog = _progress(args)
+    with prog.live():
+        r = bench(cfg, prog)
+    from rich.console import Console
+    from rich.table import Table
+
+    for shape, res in r["per_shape"].items():
+        t = Table(title=f"latency at {shape} (ms, {r['runs']} interleaved runs)")
+        for col in ("path", "p50", "p90", "p99", "max", "mean", "stdev", "jitter p99/p50", "seq/s", "vs eager"):
+            t.add_column(col)
+        ref = res.get("eager", {}).get("p50_ms")
+        for n, st in res.items():
+            t.add_row(n, *(f"{st[k]:.2f}" for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "stdev_ms")),
+                      f"{st['jitter']:.3f}", f"{st['sequences_per_s']:.2f}", f"{ref / st['p50_ms']:.2f}×" if ref else "—")
+        Console().print(t)
+    print(f"best backend at {r['headline_shape']}: {r['best']}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .detector.demo import DemoConfig, run_demo
 
@@ -301,7 +355,8 @@ def cmd_detector(args) -> int:
     raise AssertionError(sub)
 
 
-COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify, "demo": cmd_demo, "detector": cmd_detector}
+COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify, "bench": cmd_bench, "demo": cmd_demo,
+            "detector": cmd_detector}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,7 +27,8 @@ def eager_runner(model) -> Runner:
     return run
 
 
-def interleaved(runners: dict[str, Runner], feeds: dict, runs: int, warmup: int = 2) -> dict[str, dict]:
+def interleaved(runners: dict[str, Runner], feeds: dict, runs: int, warmup: int = 2, samples_out: dict | None = None) -> dict[str, dict]:
+    """Round robin: run 1 of every path, then run 2 of every path, ... so drift and noise hit all paths alike."""
     samples = {n: [] for n in runners}
     for _ in range(warmup):
         for r in runners.values():
@@ -37,7 +38,30 @@ def interleaved(runners: dict[str, Runner], feeds: dict, runs: int, warmup: int 
             t0 = time.perf_counter()
             r(feeds)
             samples[n].append((time.perf_counter() - t0) * 1e3)
+    if samples_out is not None:
+        samples_out.update(samples)
     return {n: summarize(s) for n, s in samples.items()}
+
+
+def compiled_runner(model) -> Runner:
+    """torch.compile (default mode): what a PyTorch user would try before exporting anything."""
+    compiled = torch.compile(model)
+
+    def run(feeds):
+        with torch.no_grad():
+            return compiled(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"])).float().numpy()
+
+    return run
+
+
+COMPARISONS = {"eager": eager_runner, "torch.compile": compiled_runner}
+
+
+def random_feeds(model, batch: int, seq: int, seed: int = 0) -> dict:
+    """Full-length inputs (no padding): the field report's fixed [1, 512] case."""
+    g = np.random.default_rng(seed)
+    ids = g.integers(10, model.config.vocab_size, size=(batch, seq), dtype=np.int64)
+    return feeds_of(ids, np.ones_like(ids))
 
 
 def sample_feeds(rows: list[np.ndarray], batch: int, seq: int, pad_id: int) -> dict:

@@ -18,7 +18,7 @@ from ..errors import BackendUnavailable, ConfigError
 if TYPE_CHECKING:
     from ..static.capture import Captured
 
-PRECISIONS = ("fp32", "fp16", "bf16")
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # int8: dynamic quantisation where a backend offers it
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -70,12 +70,19 @@ class OnnxRuntimeBackend(Backend):
         return [d for d, p in PROVIDERS.items() if p in have]
 
     def precisions(self, device):
-        # The CPU EP has no fp16/bf16 kernels for most ops; fp16 only where a GPU EP runs it.
-        return ("fp32",) if device == "cpu" else ("fp32", "fp16")
+        # The CPU EP has no fp16/bf16 kernels for most ops; fp16 only where a GPU EP runs it. int8 is dynamic
+        # quantisation (int8 weights, activations quantised per call), the CPU EP's fast path.
+        return ("fp32", "int8") if device == "cpu" else ("fp32", "fp16")
 
     def compile(self, captured, spec: CompileSpec, out: Path):
         src = captured.onnx()
         out.mkdir(parents=True, exist_ok=True)
+        if spec.precision == "int8":
+            from onnxruntime.quantization import QuantType, quantize_dynamic
+
+            quantize_dynamic(str(src), str(out / "model.onnx"), weight_type=QuantType.QInt8, use_external_data_format=True,
+                             extra_options={"MatMulConstBOnly": True})
+            return {"format": "onnx", "provider": PROVIDERS[spec.device], "quantization": "dynamic int8 (MatMul weights)"}
         if spec.precision == "fp16":
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16

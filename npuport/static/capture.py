@@ -28,7 +28,7 @@ from .adapters import AdapterReport, StaticDetector, adapt
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32}
 INPUT_NAMES = ["input_ids", "attention_mask"]
 OUTPUT_NAMES = ["logits"]
 

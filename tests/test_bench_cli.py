@@ -1,0 +1,43 @@
+"""`npuport bench` on a tiny preset: structure of the results and plots, never timing values."""
+
+import json
+
+import pytest
+
+from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
+from npuport.backends import ShapeSpec
+from npuport.cli import main
+from npuport.errors import ConfigError
+
+
+def test_bench_cli_ports_and_reports(tmp_path):
+    js, png = tmp_path / "b.json", tmp_path / "lat.png"
+    assert main(["-q", "bench", "--preset", "tiny-bert", "--random-init", "--buckets", "16,32", "--backend",
+                 "onnxruntime,openvino", "--vs", "eager", "--runs", "3", "--warmup", "1", "--json", str(js),
+                 "--plot", str(png)]) == 0
+    r = json.loads(js.read_text())
+    assert set(r["results"]) == {"eager", "onnxruntime", "openvino"}
+    for st in r["results"].values():
+        for k in ("p50_ms", "p99_ms", "max_ms", "p90_ms", "mean_ms", "stdev_ms", "jitter", "sequences_per_s"):
+            assert k in st
+        assert st["runs"] == 3 and st["p50_ms"] <= st["p99_ms"] <= st["max_ms"]
+    assert set(r["per_shape"]) == {"1x16", "1x32"} and r["ratios_vs_eager_p50"]["eager"] == 1.0
+    assert png.stat().st_size > 1000 and (tmp_path / "lat_vs_length.png").is_file()
+
+
+def test_bench_existing_artifacts_and_int8(tmp_path):
+    out = tmp_path / "o"
+    rep = port(PortConfig(source=ModelSource(preset="tiny-modernbert", random_init=True), out=str(out),
+                          backends=("onnxruntime",), shapes=ShapeSpec(buckets=(24,)), precision="int8", bench_runs=1))
+    r8 = rep["backends"]["onnxruntime"]["int8"]
+    assert r8["pass"] and 0 < r8["max_abs_logit_diff"] <= 0.5  # quantised: close, not exact
+    res = bench(BenchConfig(artifact_dir=str(out), vs=("eager",), runs=2, warmup=0))
+    assert set(res["results"]) == {"eager", "onnxruntime-int8"} and res["best"] == "onnxruntime-int8"
+
+
+def test_bench_bad_input(tmp_path):
+    with pytest.raises(ConfigError, match="unknown --vs path 'tensorflow'"):
+        BenchConfig(source=ModelSource(preset="tiny-bert", random_init=True), vs=("tensorflow",))
+    with pytest.raises(ConfigError, match="exactly one"):
+        BenchConfig()
+    assert main(["bench", "--preset", "tiny-bert", "--random-init", "--vs", "nope", "--seq-len", "16"]) == 2
