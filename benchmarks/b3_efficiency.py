@@ -33,6 +33,24 @@ def gemm_peak(n: int = 2048, reps: int = 10) -> float:
     return 2 * n**3 / best
 
 
+def eager_profile(seq: int = 512) -> dict:
+    """Where eager PyTorch spends its time at 1 x seq: share of self CPU time by op, top 8 (torch.profiler)."""
+    from npuport.models.detector import build_preset
+
+    model = build_preset("mmbert-base")
+    ids = torch.randint(10, 256000, (1, seq))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        model(ids, mask)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(2):
+                model(ids, mask)
+    events = prof.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:8]
+    return {e.key: e.self_cpu_time_total / total for e in top}
+
+
 def main():
     b1 = json.loads((RESULTS / "b1_latency_mmbert_base_512.json").read_text())
     flops = forward_flops(PRESETS.get("mmbert-base").config, 512)
@@ -42,7 +60,7 @@ def main():
              for n, r in b1["bench"]["results"].items()}
     write_result("b3_efficiency", {**meta("b3_efficiency.py"), "gflop_per_forward": flops / 1e9, "gemm_peak_gflops": peak / 1e9,
                                    "gemm": "2048x2048 fp32 torch.matmul, best of 10", "threads": torch.get_num_threads(),
-                                   "paths": paths, "b1_date": b1["date"]})
+                                   "paths": paths, "b1_date": b1["date"], "eager_profile_self_cpu_share": eager_profile()})
 
 
 if __name__ == "__main__":

@@ -67,9 +67,101 @@ def demo_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def b1_section(r: dict, link: str) -> list[str]:
+    b = r["bench"]
+    res = b["results"]
+    eager = res["eager"]["p50_ms"]
+    out = [f"**B1 latency: {r['preset']} (published config, random init), batch 1 × {r['seq_len']} tokens** — "
+           f"{b['runs']} runs per path, interleaved in one process ([script]({link}/b1_latency.py), "
+           f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           "| path | p50 ms | p99 ms | max ms | jitter p99/p50 | speed vs eager (p50) | parity max abs Δlogit |", "|---|---|---|---|---|---|---|"]
+    parity = {**{k: v["max_abs_logit_diff"] for k, v in r["parity"]["fp32"].items()},
+              "onnxruntime-int8": r["parity"]["int8"]["max_abs_logit_diff"]}
+    for n, st in sorted(res.items(), key=lambda kv: kv[1]["p50_ms"]):
+        out.append(f"| {n} | {st['p50_ms']:.0f} | {st['p99_ms']:.0f} | {st['max_ms']:.0f} | {st['jitter']:.3f} | "
+                   f"{eager / st['p50_ms']:.2f}× | {e(parity[n]) if n in parity else 'reference' if n == 'eager' else '—'} |")
+    out += ["", f"Peers: {r['peers']}."]
+    return out
+
+
+def b2_section(r: dict, link: str) -> list[str]:
+    L = r["lengths"]
+    out = [f"**B2 buckets {r['buckets']} vs padding to 512**, {r['preset']}, {L['n']} rows (length p50 {L['p50']:.0f}, "
+           f"p90 {L['p90']:.0f}, max {L['max']}) ([script]({link}/b2_buckets.py), [JSON]({link}/results/{r['_file']})).", "",
+           "| backend | bucketed rows/s | padded rows/s | throughput ratio | mean ms (bucketed / padded) | p99 ms (bucketed / padded) | decisions agree |",
+           "|---|---|---|---|---|---|---|"]
+    for n, v in r["results"].items():
+        out.append(f"| {n} | {v['buckets']['rows_per_s']:.2f} | {v['pad_to_512']['rows_per_s']:.2f} | {v['throughput_ratio']:.2f}× | "
+                   f"{v['buckets']['mean_ms']:.0f} / {v['pad_to_512']['mean_ms']:.0f} | {v['buckets']['p99_ms']:.0f} / "
+                   f"{v['pad_to_512']['p99_ms']:.0f} | {v['decision_agreement']:.0%} |")
+    return out
+
+
+def b3_section(r: dict, link: str) -> list[str]:
+    out = [f"**B3 efficiency**: {r['gflop_per_forward']:.1f} GFLOP per forward (analytic, dense-masked attention); measured fp32 "
+           f"GEMM peak {r['gemm_peak_gflops']:.0f} GFLOP/s ({r['gemm']}, {r['threads']} threads) "
+           f"([script]({link}/b3_efficiency.py), [JSON]({link}/results/{r['_file']})).", "",
+           "| path | GFLOP/s | share of GEMM peak |", "|---|---|---|"]
+    for n, v in sorted(r["paths"].items(), key=lambda kv: -kv[1]["gflops_per_s"]):
+        out.append(f"| {n} | {v['gflops_per_s']:.0f} | {v['fraction_of_gemm_peak']:.0%} |")
+    prof = r.get("eager_profile_self_cpu_share")
+    if prof:
+        out += ["", "Profile of eager PyTorch at 1 × 512 (torch.profiler, share of self CPU time): "
+                + ", ".join(f"`{k}` {v:.0%}" for k, v in prof.items()) + "."]
+    return out
+
+
+def b4_section(r: dict, link: str) -> list[str]:
+    out = [f"**B4/B6 lower precision** on the trained demo detector, drift vs eager fp32 and decisions on the demo test split "
+           f"([script]({link}/b4_b6_precision.py), [JSON]({link}/results/{r['_file']})).", "",
+           "| precision | backend | ran as | max abs Δlogit | max abs Δprob | decisions agree (test) | p50 ms @128 |", "|---|---|---|---|---|---|---|"]
+    for prec, per in r["results"].items():
+        for b, v in per.items():
+            out.append(f"| {prec} | {b} | {v.get('execution_precision') or prec} | {e(v['max_abs_logit_diff'])} | "
+                       f"{e(v['max_abs_prob_diff'])} | {v['decision_agreement_test_split']:.2%} | {v['p50_ms_at_128']:.2f} |")
+    return out
+
+
+def goals(results: dict) -> list[str]:
+    """The P4 goals, each met or not, with the measured ratio."""
+    out = ["## Goals (ratios from one run each)", "", "| goal | measured | met |", "|---|---|---|"]
+    b1, b2, b3 = results.get("b1_latency_mmbert_base_512"), results.get("b2_buckets"), results.get("b3_efficiency")
+    if b1:
+        res = b1["bench"]["results"]
+        eager = res["eager"]
+        fp32 = {n: v for n, v in res.items() if n in ("onnxruntime", "openvino", "inductor")}
+        best = min(fp32, key=lambda n: fp32[n]["p50_ms"])
+        ratio = eager["p50_ms"] / fp32[best]["p50_ms"]
+        out.append(f"| fp32 @512: best npuport backend ≥ 1.1× eager (p50) | {best} {ratio:.2f}× | {'yes' if ratio >= 1.1 else 'no'} |")
+        if "torch.compile" in res:
+            rc = res["torch.compile"]["p50_ms"] / fp32[best]["p50_ms"]
+            out.append(f"| fp32 @512: best backend ≥ 1.0× torch.compile | {rc:.2f}× | {'yes' if rc >= 1.0 else 'no'} |")
+        out.append("| fp32 @512: ≥ 1.0× the best peer exporter (optimum ORT / OpenVINO) | not measured in this run | — |")
+        if "onnxruntime-int8" in res:
+            r8 = eager["p50_ms"] / res["onnxruntime-int8"]["p50_ms"]
+            out.append(f"| int8 ≥ 2× eager fp32 @512 | {r8:.2f}× | {'yes' if r8 >= 2 else 'no'} |")
+        jb, je = fp32[best]["jitter"], eager["jitter"]
+        out.append(f"| jitter of best backend ≤ eager's | {jb:.3f} vs {je:.3f} | {'yes' if jb <= je else 'no'} |")
+        out.append(f"| jitter of best backend ≤ 1.10 | {jb:.3f} | {'yes' if jb <= 1.10 else 'no'} |")
+    if b3:
+        best3 = max((v["fraction_of_gemm_peak"], n) for n, v in b3["paths"].items() if n in ("onnxruntime", "openvino", "inductor"))
+        out.append(f"| ≥ 90% of measured fp32 GEMM peak | {best3[1]} {best3[0]:.0%} | {'yes' if best3[0] >= 0.9 else 'no'} |")
+    if b2:
+        for n, v in b2["results"].items():
+            out.append(f"| buckets ≥ 3× pad-to-512 throughput, identical decisions ({n}) | {v['throughput_ratio']:.2f}×, "
+                       f"{v['decision_agreement']:.0%} | {'yes' if v['throughput_ratio'] >= 3 and v['decision_agreement'] == 1 else 'no'} |")
+    b4 = results.get("b4_b6_precision")
+    if b4 and "int8" in b4["results"]:
+        v = b4["results"]["int8"]["onnxruntime"]
+        out.append(f"| int8 ≥ 99% decision agreement vs fp32 (demo test split) | {v['decision_agreement_test_split']:.2%}, "
+                   f"max abs Δprob {v['max_abs_prob_diff']:.1e} | {'yes' if v['decision_agreement_test_split'] >= 0.99 else 'no'} |")
+    return out
+
+
 def main():
     sections = []
-    for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section)):
+    for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("b1_latency_mmbert_base_512", b1_section),
+                     ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section)):
         r = load(name)
         if r:
             r["_file"] = f"{name}.json"
@@ -77,10 +169,15 @@ def main():
     body = ["# Benchmark results", "", "Generated by `python benchmarks/render.py` from `benchmarks/results/*.json`.", ""]
     for _, r, fn in sections:
         body += fn(r, ".") + [""]
+    body += goals({name: r for name, r, _ in sections}) + [""]
+    notes = HERE / "NOTES.md"
+    if notes.exists():
+        body += [notes.read_text()]
     (HERE / "RESULTS.md").write_text("\n".join(body))
     block = []
-    for _, r, fn in sections:
-        block += fn(r, "benchmarks") + [""]
+    for name, r, fn in sections:
+        if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b2_buckets"):
+            block += fn(r, "benchmarks") + [""]
     text = README.read_text()
     new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + "\n".join(block) + m.group(2),
                  text, flags=re.S)

@@ -103,6 +103,23 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--json", help="write results JSON here")
     bn.add_argument("--plot", help="latency distribution PNG (and *_vs_length.png with several buckets)")
 
+    sv = sub.add_parser("serve", help="HTTP service on an artifact: /v1/detect, /healthz, /v1/model, /metrics, playground at /",
+                        description="Serve a ported detector with length buckets and micro-batching. Binds to "
+                        "127.0.0.1 unless told otherwise; the artifact is hash-checked before serving.", epilog=EPILOG)
+    sv.add_argument("artifact_dir", help="a `port` output directory or one artifact directory")
+    sv.add_argument("--backend", help="which artifact to serve when the directory holds several")
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--max-batch", type=_positive_int, default=8, help="rows per runtime batch (default 8)")
+    sv.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (default 5)")
+    sv.add_argument("--threshold", type=float, help="decision threshold (default: the model's, chosen on validation)")
+    sv.add_argument("--api-key-file", help="require this key (X-API-Key or Authorization: Bearer) on /v1/*")
+    sv.add_argument("--max-items", type=_positive_int, default=64, help="items per request (default 64)")
+    g = sv.add_mutually_exclusive_group()
+    g.add_argument("--truncate", choices=("head", "tail"), default="tail",
+                   help="inputs longer than the largest bucket: drop the tail (default) or the head, flagged truncated")
+    g.add_argument("--reject-long", action="store_true", help="answer 413 instead of truncating")
+
     dm = sub.add_parser("demo", help="the main job: build the demo detector, port it everywhere, prove, benchmark, report",
                         description="Build (or reuse) the demo persona-deviation detector, port it to every available "
                         "backend with length buckets, check parity on the demo test split, benchmark, and write "
@@ -279,6 +296,16 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from .serve.app import ServeConfig, serve
+
+    serve(ServeConfig(artifact_dir=args.artifact_dir, backend=args.backend, host=args.host, port=args.port,
+                      max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, threshold=args.threshold,
+                      api_key_file=args.api_key_file, max_items=args.max_items, truncate=args.truncate,
+                      reject_long=args.reject_long))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .detector.demo import DemoConfig, run_demo
 
@@ -355,7 +382,7 @@ def cmd_detector(args) -> int:
     raise AssertionError(sub)
 
 
-COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify, "bench": cmd_bench, "demo": cmd_demo,
+COMMANDS = {"doctor": cmd_doctor, "port": cmd_port, "verify": cmd_verify, "bench": cmd_bench, "serve": cmd_serve, "demo": cmd_demo,
             "detector": cmd_detector}
 
 

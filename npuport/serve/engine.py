@@ -1,0 +1,152 @@
+"""The serving engine: a verified artifact, its tokenizer, the bucket router, and a micro-batcher.
+
+Requests are tokenized on arrival; a single worker collects them for up to `max_wait_ms` or `max_batch` rows,
+the router sends each row to the smallest bucket that fits and packs rows of one bucket onto the compiled
+batch sizes, and the runtime call happens on one dedicated thread so the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..artifact import find_artifacts, load_session, read_manifest
+from ..detector.data import Example, encode
+from ..errors import ConfigError
+from ..models.detector import load_tokenizer
+from ..runtime import BucketRouter
+from ..verify import softmax_dev
+
+
+class TooLong(Exception):
+    def __init__(self, index: int, tokens: int, limit: int):
+        super().__init__(f"item {index} has {tokens} tokens; the largest compiled bucket is {limit} (server runs with --reject-long)")
+
+
+@dataclass
+class Encoded:
+    tokens: np.ndarray
+    truncated: bool
+
+
+class Engine:
+    def __init__(self, artifact_dir: str, backend: str | None = None, threshold: float | None = None,
+                 truncate: str = "tail", reject_long: bool = False):
+        if truncate not in ("head", "tail"):
+            raise ConfigError(f"--truncate {truncate!r}: use head or tail")
+        arts = find_artifacts(artifact_dir)
+        if backend:
+            arts = [a for a in arts if read_manifest(a)["backend"]["name"] == backend]
+            if not arts:
+                raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
+        art = arts[0]
+        self.artifact = Path(art)
+        self.manifest, self.session = load_session(art)  # hash check before anything is served
+        self.tokenizer = load_tokenizer(art / "tokenizer") if (art / "tokenizer").is_dir() else None
+        if self.tokenizer is None:
+            raise ConfigError(f"{art} has no tokenizer: port a model directory that includes its tokenizer files")
+        self.router = BucketRouter(self.session.shapes, self.manifest["pad_token_id"])
+        self.threshold = float(threshold if threshold is not None else self.manifest["detector"]["threshold"])
+        if not 0.0 < self.threshold < 1.0:
+            raise ConfigError(f"--threshold {self.threshold} must be in (0, 1)")
+        self.truncate, self.reject_long = truncate, reject_long
+        self.labels = self.manifest["outputs"][0]["labels"]
+
+    def model_card(self) -> dict:
+        m = self.manifest
+        return {
+            "model_sha256": m["source"]["sha256"], "source": m["source"], "backend": m["backend"]["name"],
+            "backend_versions": m["backend"].get("versions", {}), "device": m["device"], "precision": m["precision"],
+            "buckets": sorted({t for _, t in self.session.shapes}), "batch_sizes": sorted({b for b, _ in self.session.shapes}),
+            "threshold": self.threshold, "labels": self.labels,
+            "proof": {k: v.get("max_abs_diff") for k, v in m["capture"]["proof"].items()},
+            "parity": {k: {f: v[f] for f in ("max_abs_logit_diff", "max_abs_prob_diff", "decision_agreement", "n")}
+                       for k, v in m.get("parity", {}).items()},
+            "npuport_version": m["npuport_version"],
+        }
+
+    def encode(self, items: list[Example]) -> list[Encoded]:
+        limit = self.router.max_len
+        out = []
+        for i, row in enumerate(encode(self.tokenizer, items, max_length=1 << 20)):
+            if len(row) <= limit:
+                out.append(Encoded(row, False))
+                continue
+            if self.reject_long:
+                raise TooLong(i, len(row), limit)
+            if self.truncate == "tail":  # keep the beginning, drop the end, keep the closing separator
+                row = np.concatenate([row[: limit - 1], row[-1:]])
+            else:  # keep the end (the reply's last words), keep the leading [CLS]
+                row = np.concatenate([row[:1], row[-(limit - 1):]])
+            out.append(Encoded(row, True))
+        return out
+
+    def infer(self, rows: list[np.ndarray]):
+        routed = self.router.run(self.session, rows)
+        return softmax_dev(routed.logits), routed.buckets
+
+    def warm_up(self) -> None:
+        for b, t in self.session.shapes:
+            self.session.run(self.router.pack([np.array([1, 2])] * b, t, b))
+
+
+class Batcher:
+    """Collects rows for up to max_wait_ms / max_batch rows, then runs them in one router call."""
+
+    def __init__(self, engine: Engine, max_batch: int, max_wait_ms: float, on_batch=None):
+        if max_batch < 1 or max_wait_ms < 0:
+            raise ConfigError(f"--max-batch must be >= 1 and --max-wait-ms >= 0 (got {max_batch}, {max_wait_ms})")
+        self.engine, self.max_batch, self.max_wait = engine, max_batch, max_wait_ms / 1e3
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-runtime")
+        self.on_batch = on_batch or (lambda n, buckets: None)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._loop())
+
+    async def stop(self) -> None:
+        if self._task:
+            self._task.cancel()
+        self.pool.shutdown(wait=True)
+
+    async def submit(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+        fut = asyncio.get_running_loop().create_future()
+        await self.queue.put((rows, fut))
+        return await fut
+
+    async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            first = await self.queue.get()
+            batch, n = [first], len(first[0])
+            deadline = time.perf_counter() + self.max_wait
+            while n < self.max_batch:
+                timeout = deadline - time.perf_counter()
+                if timeout <= 0:
+                    break
+                try:
+                    nxt = await asyncio.wait_for(self.queue.get(), timeout)
+                except asyncio.TimeoutError:
+                    break
+                batch.append(nxt)
+                n += len(nxt[0])
+            rows = [r for req, _ in batch for r in req]
+            try:
+                probs, buckets = await loop.run_in_executor(self.pool, self.engine.infer, rows)
+            except Exception as e:  # hand the runtime's error to every waiting request instead of hanging them
+                for _, fut in batch:
+                    if not fut.done():
+                        fut.set_exception(e)
+                continue
+            self.on_batch(len(rows), buckets)
+            k = 0
+            for req, fut in batch:
+                if not fut.done():
+                    fut.set_result((probs[k : k + len(req)], buckets[k : k + len(req)]))
+                k += len(req)
