@@ -55,3 +55,15 @@ def eval_jsonl(tmp_path_factory):
         for r in make_rows():
             f.write(json.dumps({k: v for k, v in r.items() if v is not None}, ensure_ascii=False) + "\n")
     return p
+
+
+@pytest.fixture(scope="session")
+def artifacts(tiny_model_dir, tmp_path_factory):
+    """A ported tiny detector (ONNX Runtime, buckets 16/32/64) with its tokenizer: what `serve` serves in tests."""
+    from npuport.api import ModelSource, PortConfig, port
+    from npuport.backends import ShapeSpec
+
+    out = tmp_path_factory.mktemp("serve") / "out"
+    port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), backends=("onnxruntime",),
+                    shapes=ShapeSpec(batch_sizes=(1,), buckets=(16, 32, 64)), capture_methods=("trace",), bench_runs=1))
+    return out

@@ -6,13 +6,10 @@ import threading
 import time
 
 import httpx
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npuport.api import ModelSource, PortConfig, port
-from npuport.backends import ShapeSpec
 from npuport.serve.app import ServeConfig, create_app
 
 ITEM = {"persona": "You are Captain Mara Voss, a weathered sky-pirate.", "user": "Are you an AI?",
@@ -48,14 +45,6 @@ class Server:
     def __exit__(self, *exc):
         self.server.should_exit = True
         self.thread.join(timeout=30)
-
-
-@pytest.fixture(scope="module")
-def artifacts(tiny_model_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("serve") / "out"
-    port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), backends=("onnxruntime",),
-                    shapes=ShapeSpec(batch_sizes=(1,), buckets=(16, 32, 64)), capture_methods=("trace",), bench_runs=1))
-    return out
 
 
 @pytest.fixture(scope="module")

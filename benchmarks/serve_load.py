@@ -1,0 +1,134 @@
+"""Closed-loop load on `npuport serve` over loopback: concurrency 1, 4, 16, 64 for a fixed duration each;
+throughput, p50/p99, errors, 5xx, server RSS over time; and the raw session latency (no HTTP) for comparison.
+The server is a separate process (the real CLI); the clients are threads in this process on the same 2 cores.
+
+    python benchmarks/serve_load.py [--duration 20] [--long 60]   # --long: the duration at concurrency 16
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+from common import meta, write_result
+
+from npuport.api import ModelSource, PortConfig, port
+from npuport.backends import ShapeSpec
+from npuport.bench import summarize
+from npuport.detector.demo import DemoBuildConfig, build_demo
+from npuport.ui import Progress
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int) -> dict:
+    stop = time.perf_counter() + duration
+    lat, codes, lock = [], {}, threading.Lock()
+    rss = []
+
+    def client(seed):
+        rng = random.Random(seed)
+        with httpx.Client(timeout=60) as c:
+            while time.perf_counter() < stop:
+                t0 = time.perf_counter()
+                try:
+                    code = c.post(url, json=rng.choice(rows)).status_code
+                except httpx.HTTPError:
+                    code = -1
+                dt = (time.perf_counter() - t0) * 1e3
+                with lock:
+                    lat.append(dt)
+                    codes[code] = codes.get(code, 0) + 1
+
+    def sampler():
+        t0 = time.perf_counter()
+        while time.perf_counter() < stop:
+            rss.append((round(time.perf_counter() - t0, 1), rss_mb(pid)))
+            time.sleep(1.0)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(concurrency)] + [threading.Thread(target=sampler)]
+    t_start = time.perf_counter()
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    wall = time.perf_counter() - t_start
+    errors = sum(n for c, n in codes.items() if c != 200)
+    warm = [r for t, r in rss if t >= min(10.0, duration / 3)]
+    return {"concurrency": concurrency, "duration_s": round(wall, 1), "requests": len(lat), "throughput_rps": len(lat) / wall,
+            "latency": summarize(lat), "status_counts": {str(k): v for k, v in codes.items()}, "errors": errors,
+            "http_5xx": sum(n for c, n in codes.items() if 500 <= c < 600), "rss_mb": rss,
+            "rss_growth_after_warmup": (warm[-1] / warm[0] - 1) if len(warm) > 1 else 0.0}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=20)
+    ap.add_argument("--long", type=float, default=60)
+    args = ap.parse_args()
+    prog = Progress()
+    root = build_demo(DemoBuildConfig(), prog, show_bar=False)
+    rows = [json.loads(l) for l in (root / "data" / "test.jsonl").read_text().splitlines()]
+    rows = [{k: r[k] for k in ("persona", "user", "reply") if r.get(k) is not None} for r in rows]
+    tmp = tempfile.mkdtemp(prefix="npuport-serve-")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    server = None
+    try:
+        port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/art", backends=("onnxruntime",),
+                        shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)), capture_methods=("trace",), bench_runs=1), prog)
+        # Raw session latency of the same rows: what the server adds on top is HTTP, JSON, tokenizing and batching.
+        from npuport.serve.engine import Engine
+        from npuport.detector.data import Example
+
+        eng = Engine(f"{tmp}/art")
+        enc = eng.encode([Example(persona=r["persona"], reply=r["reply"], user=r.get("user")) for r in rows[:200]])
+        raw = []
+        for x in enc:
+            t0 = time.perf_counter()
+            eng.infer([x.tokens])
+            raw.append((time.perf_counter() - t0) * 1e3)
+        eng.session.close()
+        server = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", f"{tmp}/art", "--port", str(free),
+                                   "--max-batch", "8", "--max-wait-ms", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{free}"
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        results = []
+        for c in (1, 4, 16, 64):
+            d = args.long if c == 16 else args.duration
+            prog(f"concurrency {c} for {d:.0f} s")
+            results.append(load(url + "/v1/detect", rows, c, d, server.pid))
+        metrics = httpx.get(url + "/metrics").text
+    finally:
+        if server:
+            server.terminate()
+            server.wait(timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+    batch_lines = [l for l in metrics.splitlines() if l.startswith("npuport_batch_rows_sum") or l.startswith("npuport_batch_rows_count")]
+    write_result("serve_load", {**meta("serve_load.py"), "model": "demo detector, onnxruntime fp32, buckets 32/64/128, batch 1/4/8",
+                                "server": "npuport serve --max-batch 8 --max-wait-ms 5", "raw_session_latency": summarize(raw),
+                                "results": results, "server_batch_metrics": batch_lines,
+                                "c16_vs_c1_throughput": results[2]["throughput_rps"] / results[0]["throughput_rps"]})
+
+
+if __name__ == "__main__":
+    main()
