@@ -122,6 +122,20 @@ def b4_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def serve_section(r: dict, link: str) -> list[str]:
+    raw = r["raw_session_latency"]
+    out = [f"**Serving under load** — {r['model']}; `{r['server']}`; closed-loop clients on loopback, on the same 2 cores as "
+           f"the server ([script]({link}/serve_load.py), [JSON]({link}/results/{r['_file']})). Raw session latency without "
+           f"HTTP: p50 {raw['p50_ms']:.1f} ms.", "",
+           "| concurrency | seconds | requests/s | p50 ms | p99 ms | errors | 5xx | server RSS growth after warm-up |",
+           "|---|---|---|---|---|---|---|---|"]
+    for x in r["results"]:
+        out.append(f"| {x['concurrency']} | {x['duration_s']:.0f} | {x['throughput_rps']:.1f} | {x['latency']['p50_ms']:.1f} | "
+                   f"{x['latency']['p99_ms']:.1f} | {x['errors']} | {x['http_5xx']} | {x['rss_growth_after_warmup']:.2%} |")
+    out += ["", f"Throughput at concurrency 16 is {r['c16_vs_c1_throughput']:.2f}× that at concurrency 1."]
+    return out
+
+
 def goals(results: dict) -> list[str]:
     """The P4 goals, each met or not, with the measured ratio."""
     out = ["## Goals (ratios from one run each)", "", "| goal | measured | met |", "|---|---|---|"]
@@ -150,6 +164,15 @@ def goals(results: dict) -> list[str]:
         for n, v in b2["results"].items():
             out.append(f"| buckets ≥ 3× pad-to-512 throughput, identical decisions ({n}) | {v['throughput_ratio']:.2f}×, "
                        f"{v['decision_agreement']:.0%} | {'yes' if v['throughput_ratio'] >= 3 and v['decision_agreement'] == 1 else 'no'} |")
+    sl = results.get("serve_load")
+    if sl:
+        c16 = sl["results"][2]
+        out.append(f"| serve: 0 errors and no 5xx at concurrency 16 for 60 s | {c16['errors']} errors, {c16['http_5xx']} 5xx, "
+                   f"{c16['duration_s']:.0f} s | {'yes' if c16['errors'] == 0 and c16['http_5xx'] == 0 else 'no'} |")
+        out.append(f"| serve: RSS growth < 10% after warm-up | {c16['rss_growth_after_warmup']:.2%} | "
+                   f"{'yes' if c16['rss_growth_after_warmup'] < 0.1 else 'no'} |")
+        out.append(f"| serve: throughput at concurrency 16 ≥ 2× concurrency 1 | {sl['c16_vs_c1_throughput']:.2f}× | "
+                   f"{'yes' if sl['c16_vs_c1_throughput'] >= 2 else 'no'} |")
     b4 = results.get("b4_b6_precision")
     if b4 and "int8" in b4["results"]:
         v = b4["results"]["int8"]["onnxruntime"]
@@ -161,7 +184,8 @@ def goals(results: dict) -> list[str]:
 def main():
     sections = []
     for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("b1_latency_mmbert_base_512", b1_section),
-                     ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section)):
+                     ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section),
+                     ("serve_load", serve_section)):
         r = load(name)
         if r:
             r["_file"] = f"{name}.json"
