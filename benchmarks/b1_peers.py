@@ -68,7 +68,13 @@ def inner(runs: int, out: str, art: str | None = None) -> None:
 
         ov_model = OVModelForFeatureExtraction.from_pretrained(d, export=True)
         runners["optimum-intel-openvino"] = lambda: ov_model(input_ids=ids, attention_mask=mask).last_hidden_state
-        notes["optimum-intel-openvino"] = "exported"
+        compiled = ov_model.request if hasattr(ov_model.request, "get_property") else ov_model.request.get_compiled_model()
+        ran = compiled.get_property("INFERENCE_PRECISION_HINT")
+        notes["optimum-intel-openvino"] = f"exported; its default config runs the CPU plugin at {ran}"
+        # The same peer pinned to f32: the fair fp32 comparison.
+        ov32 = OVModelForFeatureExtraction.from_pretrained(d, export=True, ov_config={"INFERENCE_PRECISION_HINT": "f32",
+                                                                                  "PERFORMANCE_HINT": "LATENCY"})
+        runners["optimum-intel-openvino-f32"] = lambda: ov32(input_ids=ids, attention_mask=mask).last_hidden_state
     except Exception as e:
         notes["optimum-intel-openvino"] = f"failed: {type(e).__name__}: {str(e)[:300]}"
     if art:  # npuport's own artifacts, run by the plain runtimes in this same process: a true side-by-side
@@ -82,6 +88,10 @@ def inner(runs: int, out: str, art: str | None = None) -> None:
                                      {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
         req = cm.create_infer_request()
         runners["npuport-openvino"] = lambda: req.infer([feeds["input_ids"], feeds["attention_mask"]])
+        cm16 = ov.Core().compile_model(f"{art}/openvino-fp32/model.xml", "CPU",
+                                       {"INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "LATENCY"})
+        req16 = cm16.create_infer_request()
+        runners["npuport-openvino-bf16"] = lambda: req16.infer([feeds["input_ids"], feeds["attention_mask"]])
         notes["npuport"] = "artifacts ported by npuport (transformers 5) and loaded with plain onnxruntime / openvino here; they include the pooling + head"
     ref = eager().numpy()
     for n, r in runners.items():

@@ -53,10 +53,24 @@ def list_files(directory: Path) -> dict[str, str]:
     return files
 
 
+def cpu_flags() -> list[str]:
+    """The vector ISA flags that decide what fp32/bf16/int8 can do here (from /proc/cpuinfo)."""
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_bf16", "amx_int8")
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                return [f for f in wanted if f in have]
+    except OSError:
+        pass
+    return []
+
+
 def machine() -> dict:
     import torch
 
     return {
+        "cpu_flags": cpu_flags(),
         "platform": platform.platform(),
         "machine": platform.machine(),
         "processor": _cpu_name(),
