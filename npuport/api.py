@@ -473,3 +473,42 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
             s.close()
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ---------------------------------------------------------------- LM training on static-graph runtimes
+
+def lm_train(cfg, run: str | Path, *, resume: bool = False, progress: bool = True):
+    """Train a char-level decoder LM with the step on `cfg.backend`; returns train.loop.TrainResult."""
+    from .train.loop import train
+
+    return train(cfg, run, resume=resume, progress=progress)
+
+
+def lm_compare(run_a: str | Path, run_b: str | Path, *, json_out: str | None = None, plot: str | None = None) -> dict:
+    """Control-run check: Pearson of the loss curves, max/mean |Δloss|, final |Δparam|, tokens/s ratio (B/A)."""
+    from .artifact import write_json_atomic
+    from .train.compare import compare_runs, plot_compare
+
+    r = compare_runs(run_a, run_b)
+    if plot:
+        plot_compare(r, plot)
+    public = {k: v for k, v in r.items() if not k.startswith("_")}
+    if json_out:
+        write_json_atomic(Path(json_out), public)
+    return public
+
+
+def lm_eval(run: str | Path, corpus: str | Path, *, corpus_format: str = "auto", json_out: str | None = None) -> dict:
+    from .artifact import write_json_atomic
+    from .train.compare import eval_run
+
+    r = eval_run(run, corpus, corpus_format)
+    if json_out:
+        write_json_atomic(Path(json_out), r)
+    return r
+
+
+def lm_sample(run: str | Path, prompt: str, **kw) -> str:
+    from .train.compare import sample
+
+    return sample(run, prompt, **kw)

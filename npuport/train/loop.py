@@ -1,0 +1,389 @@
+"""The training loop: one step runner, a run directory, metrics, evaluation, checkpoints and exact resume.
+
+Run directory:
+    run.json          config, model config, corpus and vocabulary fingerprints (what a resume must match)
+    vocab.json        the character vocabulary
+    metrics.jsonl     one line per step {"step","loss","lr","tokens_per_s",…}; eval lines carry "val_loss"
+    checkpoints/      step_XXXXXXXX.safetensors: params, Adam moments; metadata: step
+    graphs/           the step graph(s) the runtime ran (ONNX, or AOTInductor packages)
+    manifest.json     written at the end: graph op types and hashes, runtime, tokens/s, final losses, machine
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..artifact import machine, write_json_atomic
+from ..errors import ConfigError, DataError
+from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
+from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
+from .engines import TRAIN_BACKENDS
+from .step import FORMS, OptimConfig
+
+RUN_FORMAT = 1
+CKPT_DIR = "checkpoints"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    corpus: str = "demo"  # a path, or "demo" for the embedded stories
+    corpus_format: str = "auto"
+    preset: str = "small"
+    backend: str = "eager"
+    steps: int = 500
+    batch: int = 16
+    seq_len: int = 128
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.1
+    warmup: int = 50
+    seed: int = 0
+    eval_every: int = 50
+    eval_batches: int = 8
+    ckpt_every: int = 100
+    npu_friendly: bool = False  # gather-free graph: one-hot embedding and loss, RoPE rotation as a matmul
+    form: str = "fused"
+    val_fraction: float = 0.1
+    optim: OptimConfig = field(default_factory=OptimConfig)
+    threads: int | None = None  # runtime threads; not part of a run's identity
+
+    def __post_init__(self):
+        for f in ("steps", "batch", "seq_len", "eval_every", "ckpt_every", "eval_batches"):
+            if getattr(self, f) < 1:
+                raise ConfigError(f"--{f.replace('_', '-')}={getattr(self, f)}: must be >= 1")
+        if self.warmup < 0 or self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError(f"lr={self.lr} must be > 0, warmup={self.warmup} >= 0, min_lr_ratio in [0, 1]")
+        if self.form not in FORMS:
+            raise ConfigError(f"--form {self.form!r}: choose one of {', '.join(FORMS)}")
+        if self.corpus_format not in FORMATS:
+            raise ConfigError(f"--corpus-format {self.corpus_format!r}: choose one of {', '.join(FORMATS)}")
+        TRAIN_BACKENDS.get(self.backend)  # unknown backend -> ConfigError listing the known ones
+
+    def identity(self) -> dict:
+        """What must match to resume or to compare runs step for step (threads and backend may differ)."""
+        d = asdict(self)
+        d.pop("threads")
+        return d
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict) -> "TrainConfig":
+        d = dict(d)
+        d["optim"] = OptimConfig(**d.get("optim", {}))
+        return cls(**d)
+
+
+def lr_at(cfg: TrainConfig, step: int) -> float:
+    """Linear warmup to `lr` over `warmup` steps, then cosine to `lr * min_lr_ratio` at `steps` (step is 1-based)."""
+    if cfg.warmup and step <= cfg.warmup:
+        return cfg.lr * step / cfg.warmup
+    span = max(1, cfg.steps - cfg.warmup)
+    progress = min(1.0, (step - cfg.warmup) / span)
+    floor = cfg.lr * cfg.min_lr_ratio
+    return floor + (cfg.lr - floor) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+@dataclass
+class Corpus:
+    docs: list[str]
+    vocab: CharVocab
+    train: np.ndarray
+    val: np.ndarray
+    fingerprint: str
+    path: str
+
+
+def load_corpus(cfg: TrainConfig, vocab: CharVocab | None = None) -> Corpus:
+    path = DEMO_CORPUS if cfg.corpus == "demo" else Path(cfg.corpus)
+    docs = read_documents(path, cfg.corpus_format)
+    vocab = vocab or CharVocab.build(docs)
+    tokens = encode_documents(docs, vocab)
+    train, val = split_stream(tokens, cfg.val_fraction)
+    need = cfg.seq_len + 1
+    if len(train) < need or len(val) < need:
+        raise DataError(
+            f"{path}: {len(tokens)} characters give train {len(train)} / validation {len(val)} tokens, but one "
+            f"sequence needs {need}; use a longer corpus or a smaller --seq-len (now {cfg.seq_len})"
+        )
+    return Corpus(docs, vocab, train, val, corpus_fingerprint(docs), str(path))
+
+
+# ---------------------------------------------------------------- run directory
+
+def _ckpt_path(run: Path, step: int) -> Path:
+    return run / CKPT_DIR / f"step_{step:08d}.safetensors"
+
+
+def latest_checkpoint(run: Path) -> tuple[int, Path] | None:
+    files = sorted((run / CKPT_DIR).glob("step_*.safetensors"))
+    if not files:
+        return None
+    return int(files[-1].stem.split("_")[1]), files[-1]
+
+
+def save_checkpoint(run: Path, step: int, names: list[str], state) -> Path:
+    from safetensors.torch import save_file
+
+    params, m, v = state
+    tensors = {}
+    for prefix, group in (("param", params), ("m", m), ("v", v)):
+        for n, t in zip(names, group):
+            tensors[f"{prefix}.{n}"] = t.detach().contiguous()
+    path = _ckpt_path(run, step)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    save_file(tensors, str(tmp), metadata={"step": str(step), "format": f"npuport-lm-{RUN_FORMAT}"})
+    os.replace(tmp, path)  # atomic: a crash leaves the previous checkpoint intact
+    return path
+
+
+def load_checkpoint(path: Path, names: list[str]):
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        meta = f.metadata() or {}
+        try:
+            state = tuple([f.get_tensor(f"{p}.{n}") for n in names] for p in ("param", "m", "v"))
+        except Exception as e:  # noqa: BLE001
+            raise ConfigError(f"{path}: checkpoint does not match this model ({e})") from e
+    return int(meta.get("step", 0)), state
+
+
+def read_run(run: Path) -> dict:
+    p = Path(run) / "run.json"
+    if not p.is_file():
+        raise ConfigError(f"{run}: not an npuport LM run (no run.json); train one with `npuport lm train -o {run}`")
+    return json.loads(p.read_text())
+
+
+def read_metrics(run: Path) -> list[dict]:
+    p = Path(run) / "metrics.jsonl"
+    if not p.is_file():
+        return []
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def load_run_model(run: Path, step: int | None = None):
+    """(model with the run's latest (or given) checkpoint, vocab, TrainConfig)."""
+    info = read_run(run)
+    cfg = TrainConfig.from_json(info["config"])
+    mcfg = LMConfig.from_json(info["model"])
+    vocab = CharVocab.from_json(json.loads((Path(run) / "vocab.json").read_text()))
+    model = build_lm(mcfg, seed=cfg.seed)
+    found = latest_checkpoint(Path(run)) if step is None else (step, _ckpt_path(Path(run), step))
+    if found is None or not found[1].is_file():
+        raise ConfigError(f"{run}: no checkpoint{'' if step is None else f' for step {step}'}; was the run started?")
+    names = [n for n, _ in model.named_parameters()]
+    _, (params, _, _) = load_checkpoint(found[1], names)
+    with torch.no_grad():
+        for p, src in zip(model.parameters(), params):
+            p.copy_(src)
+    return model.eval(), vocab, cfg
+
+
+# ---------------------------------------------------------------- evaluation
+
+@torch.no_grad()
+def evaluate(model, batches: list[tuple[np.ndarray, np.ndarray]]) -> float:
+    """Mean token cross-entropy (nats) over fixed batches, eager fp32: the same yardstick for every backend."""
+    total, count = 0.0, 0
+    for x, y in batches:
+        n = x.size
+        total += float(cross_entropy(model(torch.as_tensor(x)), torch.as_tensor(y))) * n
+        count += n
+    return total / count
+
+
+# ---------------------------------------------------------------- training
+
+@dataclass
+class TrainResult:
+    run: Path
+    steps: int
+    final_loss: float
+    val_loss: float | None
+    tokens_per_s: float
+    manifest: dict
+
+
+def _prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg: LMConfig) -> dict:
+    info = {
+        "npuport_run": RUN_FORMAT, "config": cfg.to_json(), "model": mcfg.to_json(),
+        "corpus": {"path": corpus.path, "fingerprint": corpus.fingerprint, "documents": len(corpus.docs),
+                   "train_tokens": int(len(corpus.train)), "val_tokens": int(len(corpus.val))},
+        "vocab": {"size": corpus.vocab.size, "fingerprint": corpus.vocab.fingerprint()},
+    }
+    existing = run / "run.json"
+    if resume:
+        old = read_run(run)
+        old_cfg = TrainConfig.from_json(old["config"]).identity()
+        diff = sorted(k for k in old_cfg if old_cfg[k] != cfg.identity()[k])
+        if diff:
+            pairs = ", ".join(f"{k}: run has {old_cfg[k]!r}, asked {cfg.identity()[k]!r}" for k in diff)
+            raise ConfigError(f"cannot resume {run} with a different config ({pairs}); start a new run with -o NEWDIR")
+        if old["corpus"]["fingerprint"] != corpus.fingerprint:
+            raise ConfigError(f"cannot resume {run}: the corpus changed since the run started (fingerprint differs)")
+        return old
+    if existing.is_file():
+        raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
+    if run.exists() and any(run.iterdir()):
+        raise ConfigError(f"{run} exists and is not empty; give a new or empty -o directory")
+    run.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(run / "vocab.json", corpus.vocab.to_json())
+    write_json_atomic(existing, info)
+    return info
+
+
+def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
+          model_overrides: dict | None = None, on_step: Callable[[dict], None] | None = None) -> TrainResult:
+    run = Path(run)
+    vocab = None
+    if resume:
+        vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text())) if (run / "vocab.json").is_file() else None
+    corpus = load_corpus(cfg, vocab)
+    if resume and (run / "run.json").is_file():
+        mcfg = LMConfig.from_json(read_run(run)["model"])
+    else:
+        mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8), **(model_overrides or {}))
+    info = _prepare_run(run, cfg, resume, corpus, mcfg)
+    threads = cfg.threads or torch.get_num_threads()
+    model = build_lm(mcfg, seed=cfg.seed)
+    names = [n for n, _ in model.named_parameters()]
+    train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
+    val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
+    eval_model = build_lm(mcfg, seed=cfg.seed).eval()
+
+    t0 = time.perf_counter()
+    runner = TRAIN_BACKENDS.get(cfg.backend)(
+        model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
+        workdir=run / "graphs", threads=threads,
+    )
+    setup_s = time.perf_counter() - t0
+
+    start = 0
+    metrics_path = run / "metrics.jsonl"
+    if resume:
+        found = latest_checkpoint(run)
+        if found:
+            start, state = load_checkpoint(found[1], names)
+            runner.set_state(*state, t=start)
+        # drop metric lines past the checkpoint: the resumed steps will write them again, identically
+        kept = [m for m in read_metrics(run) if m["step"] <= start]
+        _write_lines(metrics_path, kept)
+    elif metrics_path.exists():
+        metrics_path.unlink()
+
+    tokens = cfg.batch * cfg.seq_len
+    bar = _Bar(cfg.steps, start, enabled=progress)
+    step_times: list[float] = []
+    loss = float("nan")
+    val_loss = None
+    with open(metrics_path, "a", encoding="utf-8") as mf:
+        for step in range(start + 1, cfg.steps + 1):
+            x, y = train_b.get(step)
+            lr = lr_at(cfg, step)
+            ts = time.perf_counter()
+            loss = runner.step(step, lr, x, y)
+            dt = time.perf_counter() - ts
+            if not math.isfinite(loss):
+                raise ConfigError(f"loss became {loss} at step {step}; lower --lr (now {cfg.lr}) or check the data")
+            step_times.append(dt)
+            rec = {"step": step, "loss": loss, "lr": lr, "step_s": round(dt, 6), "tokens_per_s": round(tokens / dt, 1)}
+            if step % cfg.eval_every == 0 or step == cfg.steps:
+                _load_params(eval_model, runner.get_state()[0])
+                val_loss = evaluate(eval_model, val_b)
+                rec["val_loss"] = val_loss
+                rec["val_bpc"] = val_loss / math.log(2)
+            mf.write(json.dumps(rec) + "\n")
+            mf.flush()
+            if step % cfg.ckpt_every == 0 or step == cfg.steps:
+                save_checkpoint(run, step, names, runner.get_state())
+            bar.update(step, loss, tokens / dt, val_loss)
+            if on_step:
+                on_step(rec)
+    bar.close()
+
+    steady = step_times[min(len(step_times) // 10, 5):] or step_times  # skip warm-up steps
+    tps = tokens / statistics.median(steady) if steady else float("nan")
+    manifest = {
+        "npuport_run": RUN_FORMAT, "backend": runner.info, "setup_s": round(setup_s, 2),
+        "steps": cfg.steps, "resumed_from": start or None, "final_loss": loss, "val_loss": val_loss,
+        "val_bpc": None if val_loss is None else val_loss / math.log(2),
+        "tokens_per_s_median": round(tps, 1), "threads": threads, "n_params": count_parameters(model),
+        "peak_rss_mb": _peak_rss_mb(), "machine": machine(), "versions": _versions(),
+        "corpus": info["corpus"],
+    }
+    write_json_atomic(run / "manifest.json", manifest)
+    return TrainResult(run, cfg.steps, loss, val_loss, tps, manifest)
+
+
+def _load_params(model, params):
+    with torch.no_grad():
+        for p, src in zip(model.parameters(), params):
+            p.copy_(src)
+
+
+def _write_lines(path: Path, rows: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _peak_rss_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _versions() -> dict:
+    out = {"torch": torch.__version__}
+    for mod in ("onnxruntime", "openvino", "onnx", "onnxscript"):
+        try:
+            out[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    return out
+
+
+class _Bar:
+    """rich progress bar on a TTY (loss, tokens/s, val loss); a plain line every ~10% elsewhere (CI logs)."""
+
+    def __init__(self, total: int, start: int, enabled: bool):
+        self.total, self.enabled = total, enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.every = max(1, total // 10)
+        self.t0 = time.perf_counter()
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.p = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                              TimeRemainingColumn(), transient=False)
+            self.p.start()
+            self.task = self.p.add_task("", total=total, completed=start)
+
+    def update(self, step, loss, tps, val):
+        desc = f"loss {loss:.4f}  {tps:,.0f} tok/s" + (f"  val {val:.4f}" if val is not None else "")
+        if self.tty:
+            self.p.update(self.task, completed=step, description=desc)
+        elif self.enabled and (step % self.every == 0 or step == self.total):
+            print(f"[{time.perf_counter() - self.t0:7.1f}s] step {step}/{self.total}  {desc}", file=sys.stderr, flush=True)
+
+    def close(self):
+        if self.tty:
+            self.p.stop()
+
+
+__all__ = ["TrainConfig", "train", "lr_at", "load_corpus", "load_run_model", "read_metrics", "read_run",
+           "evaluate", "replace"]

@@ -1,0 +1,294 @@
+"""The training step as a pure function of tensors, and its capture as a standard-ONNX static graph.
+
+    fused:  (params…, m…, v…, step, lr, x, y) -> (loss, params'…, m'…, v'…)
+    split:  grad:   (params…, x, y) -> (loss, grads…)
+            update: (params…, m…, v…, grads…, step, lr) -> (params'…, m'…, v'…)
+
+The split form exists for data-parallel training: gradients are all-reduced between the two graphs. Global-norm
+clipping sits in the update graph for the same reason (it must see the averaged gradient).
+
+All optimizer state exists before step 0 (m = v = 0), `step` (1-based, fp32) and `lr` are fed from the host
+(warmup + cosine is computed there), so one graph serves every step.
+
+AdamW mirrors `torch.optim.AdamW` (single-tensor path, non-capturable) op for op:
+    p *= 1 - lr*wd;  m = lerp(m, g, 1-b1);  v = v*b2 + (1-b2)*g*g
+    p -= lr/(1-b1^t) * m / (sqrt(v)/sqrt(1-b2^t) + eps)
+and clipping mirrors `torch.nn.utils.clip_grad_norm_`: g *= min(1, max_norm / (||g||_2 + 1e-6)).
+torch computes the scalar coefficients in float64 on the host; the graph computes them in fp32 (NPUs have no
+fp64), which moves an update by at most ~1e-7 relative.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import ConfigError, ExportError
+from ..models.lm import cross_entropy
+
+FORMS = ("fused", "split")
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimConfig:
+    beta1: float = 0.9
+    beta2: float = 0.95
+    eps: float = 1e-8
+    weight_decay: float = 0.1
+    max_grad_norm: float = 1.0  # <= 0 turns clipping off
+
+    def __post_init__(self):
+        if not (0.0 <= self.beta1 < 1.0 and 0.0 <= self.beta2 < 1.0):
+            raise ConfigError(f"betas ({self.beta1}, {self.beta2}) must lie in [0, 1)")
+        if self.eps <= 0 or self.weight_decay < 0:
+            raise ConfigError(f"eps={self.eps} must be > 0 and weight_decay={self.weight_decay} >= 0")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ParamSlot:
+    name: str
+    shape: tuple[int, ...]
+    decay: bool  # weight decay on matrices only (embeddings, projections); never on norm gains
+
+
+def param_slots(model: nn.Module) -> list[ParamSlot]:
+    return [ParamSlot(n, tuple(p.shape), p.ndim >= 2) for n, p in model.named_parameters()]
+
+
+def eager_optimizer(model: nn.Module, opt: OptimConfig, lr: float = 0.0) -> torch.optim.AdamW:
+    """The reference optimizer the graph mirrors: two groups (decayed matrices, undecayed gains)."""
+    slots = {s.name: s for s in param_slots(model)}
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for n, p in named if slots[n].decay], "weight_decay": opt.weight_decay},
+        {"params": [p for n, p in named if not slots[n].decay], "weight_decay": 0.0},
+    ]
+    # foreach=False: the single-tensor path, whose per-op order the graph reproduces.
+    return torch.optim.AdamW(groups, lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.eps, foreach=False)
+
+
+def clip_grads(grads: list[torch.Tensor], max_norm: float) -> list[torch.Tensor]:
+    if max_norm <= 0:
+        return list(grads)
+    norms = torch.stack([g.norm(2) for g in grads])
+    total = norms.norm(2)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    return [g * coef for g in grads]
+
+
+def adamw_update(params, ms, vs, grads, step, lr, slots: list[ParamSlot], opt: OptimConfig):
+    """One AdamW step on lists of tensors; `step` (1-based) and `lr` are 0-d fp32 tensors."""
+    grads = clip_grads(grads, opt.max_grad_norm)
+    bc1 = 1.0 - torch.pow(torch.tensor(opt.beta1, dtype=step.dtype), step)
+    bc2_sqrt = torch.sqrt(1.0 - torch.pow(torch.tensor(opt.beta2, dtype=step.dtype), step))
+    step_size = lr / bc1
+    new_p, new_m, new_v = [], [], []
+    for p, m, v, g, s in zip(params, ms, vs, grads, slots):
+        if s.decay and opt.weight_decay:
+            p = p * (1.0 - lr * opt.weight_decay)
+        m = m + (1.0 - opt.beta1) * (g - m)  # lerp(m, g, 1-b1) for weight < 0.5
+        v = v * opt.beta2 + (1.0 - opt.beta2) * g * g
+        denom = torch.sqrt(v) / bc2_sqrt + opt.eps
+        p = p - step_size * m / denom
+        new_p.append(p)
+        new_m.append(m)
+        new_v.append(v)
+    return new_p, new_m, new_v
+
+
+class StepFunctions:
+    """The pure step functions for one model, optimizer config and graph flavour."""
+
+    def __init__(self, model: nn.Module, opt: OptimConfig, *, gather_free: bool = False):
+        self.model = model
+        self.opt = opt
+        self.gather_free = gather_free
+        self.slots = param_slots(model)
+        self.names = [s.name for s in self.slots]
+        self.buffers = dict(model.named_buffers())
+
+    @property
+    def n(self) -> int:
+        return len(self.slots)
+
+    def loss_of(self, params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = torch.func.functional_call(
+            self.model, ({**params, **self.buffers},), (x,), {"gather_free": self.gather_free, "rope_matmul": True}
+        )
+        return cross_entropy(logits, y, self.gather_free)
+
+    def grad(self, *args):
+        """(params…, x, y) -> (loss, grads…)"""
+        params, (x, y) = args[: self.n], args[self.n :]
+        grads, loss = torch.func.grad_and_value(self.loss_of)(dict(zip(self.names, params)), x, y)
+        return (loss, *[grads[k] for k in self.names])
+
+    def update(self, *args):
+        """(params…, m…, v…, grads…, step, lr) -> (params'…, m'…, v'…)"""
+        n = self.n
+        p, m, v, g = args[:n], args[n : 2 * n], args[2 * n : 3 * n], args[3 * n : 4 * n]
+        step, lr = args[4 * n], args[4 * n + 1]
+        new_p, new_m, new_v = adamw_update(list(p), list(m), list(v), list(g), step, lr, self.slots, self.opt)
+        return (*new_p, *new_m, *new_v)
+
+    def fused(self, *args):
+        """(params…, m…, v…, step, lr, x, y) -> (loss, params'…, m'…, v'…)"""
+        n = self.n
+        p, m, v = args[:n], args[n : 2 * n], args[2 * n : 3 * n]
+        step, lr, x, y = args[3 * n :]
+        loss, *grads = self.grad(*p, x, y)
+        return (loss, *self.update(*p, *m, *v, *grads, step, lr))
+
+    # ---- example inputs and I/O names (the graph's signature, also written to the manifest) ----
+    def io_names(self, kind: str) -> tuple[list[str], list[str]]:
+        P = [f"param.{k}" for k in self.names]
+        M = [f"m.{k}" for k in self.names]
+        V = [f"v.{k}" for k in self.names]
+        G = [f"grad.{k}" for k in self.names]
+        out = lambda xs: [s.replace(".", "_out.", 1) for s in xs]  # noqa: E731
+        if kind == "fused":
+            return P + M + V + ["step", "lr", "x", "y"], ["loss", *out(P), *out(M), *out(V)]
+        if kind == "grad":
+            return P + ["x", "y"], ["loss", *G]
+        if kind == "update":
+            return P + M + V + G + ["step", "lr"], [*out(P), *out(M), *out(V)]
+        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, update")
+
+    def example_args(self, kind: str, batch: int, seq_len: int) -> tuple:
+        # Every argument a distinct tensor: make_fx maps tensors to graph inputs by identity, so passing one
+        # zeros tensor as both m and v would wire both inputs to one placeholder.
+        params = [p.detach().clone() for p in self.model.parameters()]
+        zeros = lambda: [torch.zeros_like(p) for p in params]  # noqa: E731
+        x = torch.zeros(batch, seq_len, dtype=torch.long)
+        scalars = [torch.tensor(1.0), torch.tensor(1e-3)]
+        if kind == "fused":
+            return (*params, *zeros(), *zeros(), *scalars, x, x.clone())
+        if kind == "grad":
+            return (*params, x, x.clone())
+        if kind == "update":
+            return (*params, *zeros(), *zeros(), *zeros(), *scalars)
+        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, update")
+
+    def fn(self, kind: str):
+        return {"fused": self.fused, "grad": self.grad, "update": self.update}[kind]
+
+
+def _plain_softmax(x, dim, dtype=None):
+    return torch.softmax(x, dim, dtype=dtype)
+
+
+# The math SDPA path calls `_safe_softmax` (zeros for fully masked rows), which lowers to Where ops over
+# (B, H, T, T) forward and backward. A causal mask never masks a full row (the diagonal is open), so plain
+# softmax computes the same numbers; ~5% of an ONNX Runtime step on the small preset.
+_DECOMPOSITIONS = {torch.ops.aten._safe_softmax.default: _plain_softmax}
+
+
+def trace_step(fns: StepFunctions, kind: str, batch: int, seq_len: int) -> torch.fx.GraphModule:
+    """make_fx of the step: an ATen graph with the backward written out.
+
+    torch.export cannot take `grad_and_value` directly; make_fx can. SDPA is pinned to its MATH kernel because
+    the fused CPU flash-attention backward has no ONNX translation.
+    """
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    args = fns.example_args(kind, batch, seq_len)
+    try:
+        with sdpa_kernel([SDPBackend.MATH]), torch.no_grad():
+            return make_fx(fns.fn(kind), decomposition_table=_DECOMPOSITIONS, tracing_mode="real")(*args)
+    except Exception as e:  # noqa: BLE001 - re-raised typed with the cause
+        raise ExportError(f"tracing the {kind} step failed: {type(e).__name__}: {e}") from e
+
+
+def export_step_onnx(fns: StepFunctions, kind: str, batch: int, seq_len: int, path: Path) -> dict:
+    """Lower one step graph to a standard-opset ONNX file; returns {op_type: count} of the graph.
+
+    optimize=False: the exporter's optimiser folds AdamW's `+ eps` away as "adding zero" (NaN from step 2);
+    runtimes fold constants correctly themselves.
+    """
+    import onnx
+
+    gm = trace_step(fns, kind, batch, seq_len)
+    args = fns.example_args(kind, batch, seq_len)
+    in_names, out_names = fns.io_names(kind)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _quiet_exporter():
+            prog = torch.onnx.export(
+                gm, args, dynamo=True, optimize=False, input_names=in_names, output_names=out_names,
+                verbose=False, report=False,
+            )
+    except Exception as e:  # noqa: BLE001
+        raise ExportError(f"ONNX export of the {kind} step failed: {type(e).__name__}: {e}") from e
+    model = untie_transposed_constants(prog.model_proto)
+    tmp = path.with_suffix(".tmp.onnx")
+    onnx.save(model, str(tmp))
+    tmp.replace(path)
+    ops = op_types(model)
+    bad = sorted(d for d in {n.domain for n in model.graph.node} if d not in ("", "ai.onnx"))
+    if bad:
+        raise ExportError(f"{kind} step graph uses non-standard op domains {bad}; npuport allows the default only")
+    return ops
+
+
+@contextmanager
+def _quiet_exporter():
+    """The exporter warns about training mode, torchvision ops and pytree internals; none apply here."""
+    import logging
+    import warnings
+
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch._export", "torch.export")]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, lv in zip(loggers, levels):
+            lg.setLevel(lv)
+
+
+def untie_transposed_constants(model):
+    """Give every constant that feeds a Transpose *and* other nodes a private copy for the Transpose.
+
+    OpenVINO 2026.4's CPU plugin computes `x @ C` and `z @ C.T` wrongly when both read one constant C (the
+    transposed product comes out as if untransposed: |err| ~ 6 on a unit test; a distinct copy is exact).
+    A fixed RoPE rotation matrix in the gather-free graph hits exactly that in its backward. Harmless elsewhere.
+    """
+    import onnx
+
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    consumers: Counter = Counter(x for n in g.node for x in n.input)
+    for node in g.node:
+        if node.op_type != "Transpose" or node.input[0] not in inits or consumers[node.input[0]] < 2:
+            continue
+        src = inits[node.input[0]]
+        copy = onnx.TensorProto()
+        copy.CopyFrom(src)
+        copy.name = f"{src.name}__for_{node.output[0]}"
+        g.initializer.append(copy)
+        node.input[0] = copy.name
+    return model
+
+
+def op_types(model) -> dict[str, int]:
+    """Op types of a graph including any nested function bodies (the exporter may emit local functions)."""
+    c: Counter = Counter(n.op_type for n in model.graph.node)
+    for f in model.functions:
+        c.update(n.op_type for n in f.node)
+    return dict(sorted(c.items()))
+
+
+GATHER_LIKE = ("Gather", "GatherElements", "GatherND", "Scatter", "ScatterElements", "ScatterND")
