@@ -102,7 +102,7 @@ class EagerRunner(StepRunner):
         self.optim.zero_grad(set_to_none=True)
         loss = cross_entropy(self.model(torch.as_tensor(x)), torch.as_tensor(y))
         loss.backward()
-        return float(loss)
+        return float(loss.detach())
 
     def grad(self, x, y):
         loss = self._backward(x, y)

@@ -1,0 +1,91 @@
+"""P3 control run: the same LM (init, data, schedule) trained on eager PyTorch and on static-graph runtimes.
+
+    python benchmarks/lm_control.py [--corpus ../shared/data/tinystories_sample.txt] [--steps 500]
+
+Trains preset `small` on eager (the control), onnxruntime and openvino (fused step, standard graph) and
+onnxruntime with the NPU-friendly (gather-free) graph; compares every run against eager with `npuport lm compare`
+(Pearson, max |Δloss|, final |Δparam|) and writes one loss-curve plot. Tokens/s figures here come from runs made
+one after another; the interleaved throughput comparison is benchmarks/lm_throughput.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from common import HERE, meta, write_result
+
+SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(SHARED) if SHARED.exists() else "demo")
+    ap.add_argument("--steps", type=int, default=500)
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--runs", default="eager,onnxruntime,openvino,onnxruntime-npu")
+    ap.add_argument("--keep", help="keep the run directories here")
+    a = ap.parse_args()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from npuport import api
+    from npuport.train.loop import TrainConfig, read_metrics
+
+    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="npuport-lm-control-"))
+    root.mkdir(parents=True, exist_ok=True)
+    out = {**meta("lm_control.py"), "corpus": a.corpus, "preset": a.preset, "steps": a.steps, "batch": a.batch,
+           "seq_len": a.seq_len, "runs": {}, "compare": {}}
+    names = a.runs.split(",")
+    for name in names:
+        backend, npu = (name[:-4], True) if name.endswith("-npu") else (name, False)
+        cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch,
+                          seq_len=a.seq_len, npu_friendly=npu, eval_every=50, ckpt_every=a.steps)
+        run = root / name
+        shutil.rmtree(run, ignore_errors=True)
+        t0 = time.perf_counter()
+        r = api.lm_train(cfg, run, progress=True)
+        wall = time.perf_counter() - t0
+        m = r.manifest
+        out["runs"][name] = {
+            "backend": backend, "npu_friendly": npu, "wall_s": round(wall, 1), "setup_s": m["setup_s"],
+            "final_loss": r.final_loss, "val_loss": r.val_loss, "val_bpc": m["val_bpc"],
+            "tokens_per_s_median": m["tokens_per_s_median"], "n_params": m["n_params"], "peak_rss_mb": m["peak_rss_mb"],
+            "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g["gather_like_ops"], "export_s": g["export_s"]}
+                       for k, g in m["backend"].get("graphs", {}).items()},
+            "val_curve": [(x["step"], x["val_loss"]) for x in read_metrics(run) if "val_loss" in x],
+        }
+        print(f"{name}: loss {r.final_loss:.4f} val {r.val_loss:.4f} · {m['tokens_per_s_median']:.0f} tok/s · {wall:.0f} s")
+    ref = names[0]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name in names:
+        ms = read_metrics(root / name)
+        ax.plot([x["step"] for x in ms], [x["loss"] for x in ms], lw=1.4 if name == ref else 0.9,
+                ls="-" if name == ref else "--", label=name)
+        if name != ref:
+            c = api.lm_compare(root / ref, root / name)
+            out["compare"][name] = c
+            print(f"{name} vs {ref}: Pearson {c['pearson']:.6f} · max|Δloss| {c['max_abs_loss_diff']:.2e} · "
+                  f"tokens/s {c['tokens_per_s_ratio']:.2f}×")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (nats/char)")
+    ax.set_title(f"LM control run: preset {a.preset}, {a.steps} steps, {Path(a.corpus).name}")
+    ax.legend()
+    fig.tight_layout()
+    plot = HERE / "results" / "lm_control.png"
+    plot.parent.mkdir(exist_ok=True)
+    fig.savefig(plot, dpi=100)
+    out["plot"] = "results/lm_control.png"
+    write_result("lm_control", out)
+
+
+if __name__ == "__main__":
+    main()
