@@ -119,3 +119,24 @@ def test_graphs_are_standard_onnx_and_npu_graph_has_no_gather(runners):
     for kind, g in rs["split-npu"].graphs.items():
         assert g["gather_like_ops"] == [], f"{kind} graph of the NPU-friendly flavour uses {g['gather_like_ops']}"
         assert not set(g["op_types"]) & set(GATHER_LIKE)
+
+
+@pytest.mark.parametrize("backend", GRAPH_BACKENDS)
+def test_tier1_standard_graph_large_batch_multithreaded(backend, data, tmp_path):
+    """The standard (Gather) flavour at 2048 tokens on 2 threads: ONNX Runtime's ScatterND-add, which an
+    embedding backward lowers to, races there; the captured step must not contain it (regression test)."""
+    vocab, _ = data
+    batches = Batches(encode_documents(read_documents(DEMO_CORPUS), vocab), 16, 128, seed=5)
+    model = build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1)
+    r = TRAIN_BACKENDS.get(backend)(model, OptimConfig(), batch=16, seq_len=128, form="split", workdir=tmp_path, threads=2)
+    assert "ScatterND" not in r.graphs["grad"]["op_types"]
+    ref = TRAIN_BACKENDS.get("eager")(build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1), OptimConfig(),
+                                      batch=16, seq_len=128)
+    x, y = batches.get(1)
+    _, ref_grads = ref.grad(x, y)
+    first = [g.copy() for g in r.grad(x, y)[1]]
+    again = r.grad(x, y)[1]
+    for name, g, g2, gr in zip(r.fns.names, first, again, ref_grads):
+        assert np.array_equal(g, g2), f"{name}: gradient differs between two identical runs"
+        torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(gr), rtol=1e-5, atol=1e-8,
+                                   msg=lambda m, n=name: f"{n}: {m}")

@@ -188,7 +188,26 @@ def _plain_softmax(x, dim, dtype=None):
 # The math SDPA path calls `_safe_softmax` (zeros for fully masked rows), which lowers to Where ops over
 # (B, H, T, T) forward and backward. A causal mask never masks a full row (the diagonal is open), so plain
 # softmax computes the same numbers; ~5% of an ONNX Runtime step on the small preset.
-_DECOMPOSITIONS = {torch.ops.aten._safe_softmax.default: _plain_softmax}
+def _embedding_backward_matmul(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """d(embedding)/d(weight) as one_hot(indices)^T @ grad: a MatMul instead of ScatterND(reduction=add).
+
+    ONNX Runtime 1.32 runs ScatterND-add racily with intra_op_num_threads > 1: on the small preset the embedding
+    gradient came out wrong by up to 0.024 (of 0.37) and differed run to run, while one thread was exact.
+    The matmul is deterministic everywhere and costs V*B*T*C flops, nothing at character vocabularies."""
+    if scale_grad_by_freq:
+        raise ExportError("embedding(scale_grad_by_freq=True) is not supported in a captured step")
+    C = grad_output.shape[-1]
+    flat = indices.reshape(-1)
+    oh = (flat.unsqueeze(-1) == torch.arange(num_weights, device=flat.device)).to(grad_output.dtype)  # (N, V)
+    if padding_idx >= 0:
+        oh = oh * (flat != padding_idx).unsqueeze(-1).to(grad_output.dtype)
+    return oh.t() @ grad_output.reshape(-1, C)  # (V, C)
+
+
+_DECOMPOSITIONS = {
+    torch.ops.aten._safe_softmax.default: _plain_softmax,
+    torch.ops.aten.embedding_dense_backward.default: _embedding_backward_matmul,
+}
 
 
 def trace_step(fns: StepFunctions, kind: str, batch: int, seq_len: int) -> torch.fx.GraphModule:
