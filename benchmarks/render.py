@@ -149,6 +149,39 @@ def peers_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def lm_control_section(r: dict, link: str) -> list[str]:
+    runs = r["runs"]
+    ref = next(iter(runs))
+    out = [f"**LM control run (P3)** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.1f}M parameters), {r['steps']} "
+           f"steps, batch {r['batch']} × {r['seq_len']} characters of `{Path(r['corpus']).name}`; the same init, data and "
+           f"schedule on every backend; each run against `{ref}` with `npuport lm compare` ([script]({link}/lm_control.py), "
+           f"[JSON]({link}/results/{r['_file']}), [plot]({link}/results/lm_control.png)). {machine_line(r)}.", "",
+           "| run | final loss | val loss (bpc) | Pearson vs eager | max abs Δloss | final max abs Δparam | Gather/Scatter ops in graph |",
+           "|---|---|---|---|---|---|---|"]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        gl = ", ".join(sorted({o for g in v["graphs"].values() for o in g["gather_like_ops"]})) or ("none" if v["graphs"] else "—")
+        cmp = (f"{c['pearson']:.6f} | {c['max_abs_loss_diff']:.1e} | {c.get('final_max_abs_param_diff', float('nan')):.1e}"
+               if c else "(reference) | — | —")
+        out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {cmp} | {gl} |")
+    return out
+
+
+def lm_throughput_section(r: dict, link: str) -> list[str]:
+    out = [f"**LM training throughput** — preset `{r['preset']}` ({r['n_params'] / 1e6:.1f}M parameters), batch {r['batch']} × "
+           f"{r['seq_len']}, {r['threads']} threads for every backend, {r['rounds']} interleaved rounds of "
+           f"{r['steps_per_round']} steps, medians ([script]({link}/lm_throughput.py), [JSON]({link}/results/{r['_file']})). "
+           f"Peak RSS {r['peak_rss_mb'] / 1024:.2f} GB. {machine_line(r)}.", "",
+           "| backend | tokens/s | step ms (median) | vs eager | setup s (export + compile) |", "|---|---|---|---|---|"]
+    for n, v in r["backends"].items():
+        vs = f"{v['vs_eager']:.2f}×" if "vs_eager" in v else "—"
+        out.append(f"| {n} | {v['tokens_per_s']:,.0f} | {v['step_ms_median']:.0f} | {vs} | {v['setup_s']:.1f} |")
+    if r.get("onnxruntime_profile"):
+        prof = ", ".join(f"{k} {v:.0%}" for k, v in list(r["onnxruntime_profile"].items())[:6])
+        out += ["", f"ONNX Runtime step profile (share of kernel time): {prof}."]
+    return out
+
+
 def goals(results: dict) -> list[str]:
     """The P4 goals, each met or not, with the measured ratio."""
     out = ["## Goals (ratios from one run each)", "", "| goal | measured | met |", "|---|---|---|"]
@@ -201,6 +234,16 @@ def goals(results: dict) -> list[str]:
                    f"{'yes' if c16['rss_growth_after_warmup'] < 0.1 else 'no'} |")
         out.append(f"| serve: throughput at concurrency 16 ≥ 2× concurrency 1 | {sl['c16_vs_c1_throughput']:.2f}× | "
                    f"{'yes' if sl['c16_vs_c1_throughput'] >= 2 else 'no'} |")
+    lc = results.get("lm_control")
+    for n, c in (lc or {}).get("compare", {}).items():
+        ok = c["pearson"] >= 0.9999 and c["max_abs_loss_diff"] <= 1e-2
+        out.append(f"| LM control run, {n} vs eager: Pearson ≥ 0.9999 and max abs Δloss ≤ 1e-2 | {c['pearson']:.6f}, "
+                   f"{c['max_abs_loss_diff']:.1e} | {'yes' if ok else 'no'} |")
+    lt = results.get("lm_throughput")
+    if lt and "vs_eager" in lt["backends"].get("onnxruntime", {}):
+        v = lt["backends"]["onnxruntime"]["vs_eager"]
+        out.append(f"| LM step tokens/s on ONNX Runtime ≥ 1.0× eager (equal threads, interleaved) | {v:.2f}× | "
+                   f"{'yes' if v >= 1.0 else 'no'} |")
     b4 = results.get("b4_b6_precision")
     if b4 and "int8" in b4["results"]:
         v = b4["results"]["int8"]["onnxruntime"]
@@ -213,7 +256,8 @@ def main():
     sections = []
     for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("b1_latency_mmbert_base_512", b1_section),
                      ("b1_peers", peers_section), ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section),
-                     ("serve_load", serve_section)):
+                     ("serve_load", serve_section), ("lm_control", lm_control_section),
+                     ("lm_throughput", lm_throughput_section), ("lm_vkore46m", lm_throughput_section)):
         r = load(name)
         if r:
             r["_file"] = f"{name}.json"
@@ -228,7 +272,8 @@ def main():
     (HERE / "RESULTS.md").write_text("\n".join(body))
     block = []
     for name, r, fn in sections:
-        if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b1_peers", "b2_buckets"):
+        if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b1_peers", "b2_buckets", "lm_control",
+                    "lm_throughput", "lm_vkore46m"):
             block += fn(r, "benchmarks") + [""]
     text = README.read_text()
     new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + "\n".join(block) + m.group(2),

@@ -203,6 +203,14 @@ def _lm_parser(sub) -> None:
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
     t.add_argument("--threads", type=_positive_int, help="runtime threads (default: torch's)")
     t.add_argument("--resume", action="store_true", help="continue the run in -o from its last checkpoint")
+    dp = t.add_argument_group("distributed (torch.distributed, gloo; also runs under torchrun across machines)")
+    dp.add_argument("--workers", type=_positive_int, help="start N worker processes on this machine (elastic launch)")
+    dp.add_argument("--sync", choices=("allreduce", "diloco"),
+                    help="allreduce: gradients averaged every step; diloco: H local steps, then averaged pseudo-gradients")
+    dp.add_argument("--inner-steps", type=_positive_int, default=10, help="DiLoCo H (default 10)")
+    dp.add_argument("--outer-lr", type=float, default=0.7, help="DiLoCo outer Nesterov-SGD learning rate")
+    dp.add_argument("--outer-momentum", type=float, default=0.9)
+    dp.add_argument("--max-restarts", type=int, default=3, help="group restarts after a lost worker")
     t.add_argument("-o", "--out", required=True, help="run directory (new or empty, or an existing run with --resume)")
     c = lsub.add_parser("compare", help="loss-curve Pearson, max/mean |Δloss|, final |Δparam|, tokens/s ratio")
     c.add_argument("run_a", help="reference run (usually eager)")
@@ -236,6 +244,19 @@ def cmd_lm(args) -> int:
                           seq_len=args.seq_len, lr=args.lr, warmup=args.warmup, seed=args.seed,
                           eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
                           form=args.form, threads=args.threads)
+        if args.workers or args.sync:
+            from .train.distributed import DistConfig, in_torchrun, launch, worker
+
+            dcfg = DistConfig(workers=args.workers or 1, sync=args.sync or "allreduce", inner_steps=args.inner_steps,
+                              outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, max_restarts=args.max_restarts)
+            if in_torchrun():  # launched by torchrun: this process is one rank
+                worker(cfg.to_json(), dcfg.to_json(), args.out, args.resume)
+                return 0
+            m = launch(cfg, dcfg, args.out, resume=args.resume)
+            print(f"{dcfg.sync} × {dcfg.workers} workers ({args.backend}): {m['steps']} steps · loss {m['final_loss']:.4f} · "
+                  f"val loss {m['val_loss']:.4f} · {m['bytes_sent_per_worker'] / 1e6:,.1f} MB sent per worker · "
+                  f"{m['train_wall_s']} s · restarts {m['restarts']} · run: {args.out}")
+            return 0
         r = api.lm_train(cfg, args.out, resume=args.resume, progress=not args.quiet)
         m = r.manifest
         val = f" · val loss {r.val_loss:.4f} ({m['val_bpc']:.3f} bpc)" if r.val_loss is not None else ""

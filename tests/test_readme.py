@@ -33,7 +33,7 @@ def test_tour_commands_parse():
         words = line.split("#")[0].split()
         if not words or words[0] != "npuport":
             continue
-        cmd = words[1:3] if words[1] == "detector" else words[1:2]
+        cmd = words[1:3] if words[1] in ("detector", "lm") else words[1:2]
         if tuple(cmd) in seen:
             continue
         seen.add(tuple(cmd))

@@ -1,0 +1,139 @@
+"""Training tokens/s of the captured step vs eager PyTorch, interleaved in one process at equal thread count.
+
+    python benchmarks/lm_throughput.py [--preset small] [--rounds 7] [--steps-per-round 6] [--threads 2]
+    python benchmarks/lm_throughput.py --preset vkore-46m --backends onnxruntime,eager --rounds 3 --name lm_vkore46m
+
+Every runner is built first (graph export and compilation are reported separately as setup time); then rounds
+visit the runners in turn, each round timing `--steps-per-round` consecutive steps per runner, so machine noise
+lands on all of them alike. Reported: median step time over rounds -> tokens/s, ratio to eager, peak RSS, and
+for ONNX Runtime an op-type profile of one step (where the time goes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from common import HERE, meta, write_result
+
+SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def ort_profile(path: Path, feeds: dict, threads: int, runs: int = 3) -> dict:
+    """Share of kernel time per op type over `runs` steps (ONNX Runtime's own profiler)."""
+    import collections
+
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.enable_profiling = True
+    so.intra_op_num_threads = threads
+    so.log_severity_level = 3
+    so.profile_file_prefix = str(path.parent / "ortprof")
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    for _ in range(runs):
+        s.run(None, feeds)
+    events = json.loads(Path(s.end_profiling()).read_text())
+    c: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            c[e["args"]["op_name"]] += e["dur"]
+    total = sum(c.values())
+    return {k: round(v / total, 4) for k, v in c.most_common(12)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(SHARED) if SHARED.exists() else "demo")
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--steps-per-round", type=int, default=6)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--name", default="lm_throughput")
+    a = ap.parse_args()
+
+    import torch
+
+    from npuport.models.lm import build_lm, count_parameters, preset_config
+    from npuport.train.engines import TRAIN_BACKENDS
+    from npuport.train.loop import TrainConfig, load_corpus
+    from npuport.train.step import OptimConfig
+
+    torch.set_num_threads(a.threads)
+    corpus = load_corpus(TrainConfig(corpus=a.corpus, seq_len=a.seq_len, batch=a.batch))
+    from npuport.train.data import Batches
+
+    batches = Batches(corpus.train, a.batch, a.seq_len, seed=0)
+    mcfg = preset_config(a.preset, corpus.vocab.size, max_seq_len=a.seq_len)
+    work = Path(tempfile.mkdtemp(prefix="npuport-lm-tput-"))
+    out = {**meta("lm_throughput.py"), "preset": a.preset, "batch": a.batch, "seq_len": a.seq_len, "threads": a.threads,
+           "rounds": a.rounds, "steps_per_round": a.steps_per_round, "corpus": a.corpus, "backends": {}}
+    runners = {}
+    for name in a.backends.split(","):
+        backend, npu = (name[:-4], True) if name.endswith("-npu") else (name, False)
+        gc.collect()
+        before = rss_mb()
+        t0 = time.perf_counter()
+        model = build_lm(mcfg, seed=0)
+        runners[name] = TRAIN_BACKENDS.get(backend)(model, OptimConfig(), batch=a.batch, seq_len=a.seq_len,
+                                                    gather_free=npu, workdir=work / name, threads=a.threads)
+        out["backends"][name] = {"setup_s": round(time.perf_counter() - t0, 1), "rss_added_mb": round(rss_mb() - before, 1)}
+        out["n_params"] = count_parameters(model)
+        print(f"{name}: ready in {out['backends'][name]['setup_s']} s", flush=True)
+
+    times = {n: [] for n in runners}
+    step = {n: 0 for n in runners}
+    for rnd in range(a.rounds + 1):  # round 0 warms every runner up and is discarded
+        for name, r in runners.items():
+            t0 = time.perf_counter()
+            for _ in range(a.steps_per_round):
+                step[name] += 1
+                x, y = batches.get(step[name])
+                r.step(step[name], 1e-3, x, y)
+            dt = (time.perf_counter() - t0) / a.steps_per_round
+            if rnd:
+                times[name].append(dt)
+        print(f"round {rnd}: " + "  ".join(f"{n} {times[n][-1] * 1e3:.0f} ms" for n in runners if times[n]), flush=True)
+    tokens = a.batch * a.seq_len
+    eager_med = statistics.median(times["eager"]) if "eager" in times else None
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        b = out["backends"][name]
+        b.update({"step_ms_median": round(med * 1e3, 2), "step_ms_all": [round(t * 1e3, 2) for t in ts],
+                  "tokens_per_s": round(tokens / med, 1)})
+        if eager_med:
+            b["vs_eager"] = round(eager_med / med, 3)
+        print(f"{name}: {b['tokens_per_s']:,.0f} tokens/s" + (f" = {b['vs_eager']:.2f}× eager" if eager_med else ""))
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    if "onnxruntime" in runners:
+        import numpy as np
+
+        r = runners["onnxruntime"]
+        x, y = batches.get(1)
+        feeds = {}
+        ins = r.names["fused"][0]
+        vals = [*r.cur, np.asarray(1.0, np.float32), np.asarray(1e-3, np.float32), x, y]
+        feeds = dict(zip(ins, vals))
+        out["onnxruntime_profile"] = ort_profile(work / "onnxruntime" / "fused.onnx", feeds, a.threads)
+    write_result(a.name, out)
+
+
+if __name__ == "__main__":
+    main()

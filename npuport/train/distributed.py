@@ -1,0 +1,308 @@
+"""Data-parallel training over static-graph steps on torch.distributed (gloo on CPU), elastic and resumable.
+
+    allreduce  each worker runs the *gradient graph* on its shard of the global batch, gradients are averaged with
+               one all-reduce, each worker runs the *update graph*: parameters stay identical everywhere (hashed
+               every `hash_every` steps; drift is an error).
+    diloco     (Douillard et al., 2023) each worker runs H inner *fused* steps with its own AdamW state, then the
+               pseudo-gradient θ_global − θ_local is averaged with all-reduce and Nesterov-momentum SGD updates
+               θ_global (defaults lr 0.7, momentum 0.9); inner optimizer states stay local.
+
+Launch: `npuport lm train … --workers N --sync …` starts N processes on this machine through torch's elastic
+launcher (the same agent `torchrun` uses); under `torchrun --nnodes … --nproc-per-node …` the same code runs
+across machines (`npuport lm train … --sync …` detects the torchrun environment).
+
+Fault tolerance: every rank writes its state at a checkpoint (DiLoCo: every outer step; allreduce: every
+`ckpt_every` steps) atomically into checkpoints/step_X/rank_R.safetensors; after a barrier rank 0 commits the step
+with checkpoints/step_X/COMMIT. When a worker dies the elastic agent restarts the group, and every rank resumes from
+the last committed step. Batches depend only on (seed, step), so no sample is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import signal
+import socket
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..artifact import machine, write_json_atomic
+from ..errors import ConfigError, NpuportError
+from ..models.lm import LMConfig, build_lm, count_parameters
+from .data import Batches, CharVocab
+from .loop import CKPT_DIR, TrainConfig, _load_params, _prepare_run, _write_lines, evaluate, load_corpus, lr_at, read_metrics, read_run
+
+SYNCS = ("allreduce", "diloco")
+COMMIT = "COMMIT"
+FAULT_ENV = "NPUPORT_FAULT"  # "RANK:STEP": that rank SIGKILLs itself at that step, first attempt only (tests)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DistConfig:
+    workers: int = 2
+    sync: str = "allreduce"
+    inner_steps: int = 10  # H, DiLoCo only
+    outer_lr: float = 0.7
+    outer_momentum: float = 0.9
+    hash_every: int = 10
+    max_restarts: int = 3
+
+    def __post_init__(self):
+        if self.sync not in SYNCS:
+            raise ConfigError(f"--sync {self.sync!r}: choose one of {', '.join(SYNCS)}")
+        if self.workers < 1 or self.inner_steps < 1 or self.hash_every < 1:
+            raise ConfigError("--workers, --inner-steps and the hash interval must be >= 1")
+        if not 0 < self.outer_lr or not 0 <= self.outer_momentum < 1:
+            raise ConfigError(f"--outer-lr {self.outer_lr} must be > 0 and --outer-momentum in [0, 1)")
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class DriftError(NpuportError):
+    """Parameters differ between data-parallel workers that must hold identical copies."""
+
+
+# ---------------------------------------------------------------- checkpoints (one file per rank, committed by rank 0)
+
+def committed_steps(run: Path) -> list[int]:
+    return sorted(int(d.name.split("_")[1]) for d in (run / CKPT_DIR).glob("step_*") if (d / COMMIT).is_file())
+
+
+def _save_rank(run: Path, step: int, rank: int, tensors: dict[str, torch.Tensor]) -> None:
+    from safetensors.torch import save_file
+
+    d = run / CKPT_DIR / f"step_{step:08d}"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"rank_{rank}.safetensors"
+    tmp = d / f".rank_{rank}.tmp{os.getpid()}"
+    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp), metadata={"step": str(step)})
+    os.replace(tmp, path)
+
+
+def _load_rank(run: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(run / CKPT_DIR / f"step_{step:08d}" / f"rank_{rank}.safetensors"))
+
+
+def _flat(ts) -> torch.Tensor:
+    return torch.cat([torch.as_tensor(np.asarray(t)).reshape(-1) if not isinstance(t, torch.Tensor) else t.reshape(-1)
+                      for t in ts])
+
+
+def _unflat(flat: torch.Tensor, shapes) -> list[torch.Tensor]:
+    out, i = [], 0
+    for s in shapes:
+        n = math.prod(s)
+        out.append(flat[i : i + n].view(s))
+        i += n
+    return out
+
+
+def params_hash(params) -> str:
+    h = hashlib.sha256()
+    for p in params:
+        h.update(np.ascontiguousarray(torch.as_tensor(p).numpy()).tobytes())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------- the worker
+
+def worker(cfg_json: dict, dcfg_json: dict, run: str, resume: bool) -> None:
+    """One rank. Runs under torch's elastic agent (ours or torchrun's): RANK/WORLD_SIZE/MASTER_* come from env."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    cfg = TrainConfig.from_json(cfg_json)
+    dcfg = DistConfig(**dcfg_json)
+    run = Path(run)
+    dist.init_process_group("gloo")
+    try:
+        _worker(cfg, dcfg, run, resume, dist)
+    finally:
+        dist.destroy_process_group()
+
+
+def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if cfg.batch % world:
+        raise ConfigError(f"--batch {cfg.batch} must be divisible by the {world} workers (each takes an equal shard)")
+    if rank == 0 and restart == 0 and not resume and (run / "run.json").is_file() and "NPUPORT_LAUNCHED" not in os.environ:
+        raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
+    if rank == 0 and not (run / "run.json").is_file():  # torchrun path: rank 0 prepares the directory
+        corpus = load_corpus(cfg)
+        from ..models.lm import preset_config
+
+        mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8))
+        _prepare_run(run, cfg, resume, corpus, mcfg)
+        info = read_run(run)
+        info["distributed"] = {**dcfg.to_json(), "world_size": world}
+        write_json_atomic(run / "run.json", info)
+    dist.barrier()
+    info = read_run(run)
+    vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
+    corpus = load_corpus(cfg, vocab)
+    mcfg = LMConfig.from_json(info["model"])
+    model = build_lm(mcfg, seed=cfg.seed)
+    shard = cfg.batch // world
+    rows = slice(rank * shard, (rank + 1) * shard)
+    train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
+    from .engines import TRAIN_BACKENDS
+
+    form = "split" if dcfg.sync == "allreduce" else "fused"
+    runner = TRAIN_BACKENDS.get(cfg.backend)(
+        model, cfg.optim, batch=shard, seq_len=cfg.seq_len, form=form, gather_free=cfg.npu_friendly,
+        workdir=run / "graphs" / f"rank_{rank}", threads=1,
+    )
+    shapes = [s.shape for s in runner.fns.slots]
+    n = len(shapes)
+    global_p = _flat(runner.get_state()[0]).clone()  # DiLoCo's θ_global
+    momentum = torch.zeros_like(global_p)  # outer Nesterov buffer
+    start, bytes_sent = 0, 0
+    steps = committed_steps(run)
+    if steps:
+        start = steps[-1]
+        st = _load_rank(run, start, rank)
+        runner.set_state(_unflat(st["param"], shapes), _unflat(st["m"], shapes), _unflat(st["v"], shapes), t=start)
+        global_p = st.get("global", st["param"]).clone()
+        momentum = st.get("momentum", momentum).clone()
+        bytes_sent = int(st["bytes_sent"].item())
+    metrics_path = run / "metrics.jsonl"
+    if rank == 0:
+        _write_lines(metrics_path, [m for m in read_metrics(run) if m["step"] <= start])
+    val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
+    eval_model = build_lm(mcfg, seed=cfg.seed).eval()
+    fault = os.environ.get(FAULT_ENV, "")
+    tokens = cfg.batch * cfg.seq_len
+    t_train = time.perf_counter()
+    mf = open(metrics_path, "a", encoding="utf-8") if rank == 0 else None
+    try:
+        for step in range(start + 1, cfg.steps + 1):
+            if fault and restart == 0 and fault == f"{rank}:{step}":
+                os.kill(os.getpid(), signal.SIGKILL)  # a worker lost mid-run (tests)
+            x, y = train_b.get(step, rows)
+            lr = lr_at(cfg, step)
+            ts = time.perf_counter()
+            if dcfg.sync == "allreduce":
+                loss, grads = runner.grad(x, y)
+                g = _flat(grads).clone()
+                dist.all_reduce(g)  # one bucket for all gradients
+                g /= world
+                bytes_sent += g.numel() * g.element_size()
+                runner.apply([t.numpy() for t in _unflat(g, shapes)], step, lr)
+                if step % dcfg.hash_every == 0 or step == cfg.steps:
+                    _check_identical(runner.get_state()[0], dist, step)
+                sync_now = step % cfg.ckpt_every == 0 or step == cfg.steps
+            else:
+                loss = runner.step(step, lr, x, y)
+                sync_now = step % dcfg.inner_steps == 0 or step == cfg.steps
+                if sync_now:  # outer step
+                    p, m, v = runner.get_state()
+                    delta = global_p - _flat(p)  # pseudo-gradient
+                    dist.all_reduce(delta)
+                    delta /= world
+                    bytes_sent += delta.numel() * delta.element_size()
+                    # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
+                    momentum = momentum * dcfg.outer_momentum + delta
+                    global_p = global_p - dcfg.outer_lr * (delta + dcfg.outer_momentum * momentum)
+                    runner.set_state(_unflat(global_p, shapes), m, v, t=step)
+            dt = time.perf_counter() - ts
+            lt = torch.tensor([loss], dtype=torch.float64)
+            dist.all_reduce(lt)  # the logged loss is the mean over workers (not counted as sync traffic)
+            if sync_now:
+                p, m, v = runner.get_state()
+                state = {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": global_p, "momentum": momentum,
+                         "bytes_sent": torch.tensor(bytes_sent, dtype=torch.int64)}
+                _save_rank(run, step, rank, state)
+                dist.barrier()
+                if rank == 0:
+                    d = run / CKPT_DIR / f"step_{step:08d}"
+                    write_json_atomic(d / COMMIT, {"step": step, "world_size": world, "sync": dcfg.sync})
+                    # rank 0's file doubles as the model checkpoint for eval/sample/compare
+                    from .loop import save_checkpoint
+
+                    pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else p
+                    save_checkpoint(run, step, runner.fns.names, (pp, m, v))
+            if rank == 0:
+                rec = {"step": step, "loss": float(lt.item()) / world, "lr": lr, "step_s": round(dt, 6),
+                       "tokens_per_s": round(tokens / dt, 1), "bytes_sent": bytes_sent}
+                if step % cfg.eval_every == 0 or step == cfg.steps:
+                    pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else runner.get_state()[0]
+                    _load_params(eval_model, pp)
+                    rec["val_loss"] = evaluate(eval_model, val_b)
+                    rec["val_bpc"] = rec["val_loss"] / math.log(2)
+                mf.write(json.dumps(rec) + "\n")
+                mf.flush()
+    finally:
+        if mf:
+            mf.close()
+    if rank == 0:
+        ms = read_metrics(run)
+        last_val = next((m["val_loss"] for m in reversed(ms) if "val_loss" in m), None)
+        write_json_atomic(run / "manifest.json", {
+            "npuport_run": 1, "backend": runner.info, "distributed": {**dcfg.to_json(), "world_size": world},
+            "steps": cfg.steps, "resumed_from": start or None, "restarts": restart,
+            "final_loss": ms[-1]["loss"], "val_loss": last_val,
+            "val_bpc": None if last_val is None else last_val / math.log(2),
+            "bytes_sent_per_worker": bytes_sent, "param_bytes": int(global_p.numel() * 4),
+            "train_wall_s": round(time.perf_counter() - t_train, 1), "n_params": count_parameters(model),
+            "machine": machine(),
+        })
+
+
+def _check_identical(params, dist, step: int) -> None:
+    h = params_hash(params)
+    hashes: list = [None] * dist.get_world_size()
+    dist.all_gather_object(hashes, h)
+    if len(set(hashes)) != 1:
+        raise DriftError(f"step {step}: parameters differ between workers (hashes {sorted(set(hashes))}); the "
+                         "runtimes are not deterministic across processes; use the same backend and threads on every worker")
+
+
+# ---------------------------------------------------------------- launching
+
+def in_torchrun() -> bool:
+    return "TORCHELASTIC_RUN_ID" in os.environ and "RANK" in os.environ
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool = False) -> dict:
+    """Start `dcfg.workers` local ranks under torch's elastic agent; returns rank 0's manifest."""
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    run = Path(run)
+    corpus = load_corpus(cfg)
+    if cfg.batch % dcfg.workers:
+        raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
+    from ..models.lm import preset_config
+
+    mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8))
+    info = _prepare_run(run, cfg, resume, corpus, mcfg)
+    old = info.get("distributed")
+    if resume and old and {k: old[k] for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")} != {
+            k: getattr(dcfg, k) for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")}:
+        raise ConfigError(f"cannot resume {run}: it was trained with {old}, asked {dcfg.to_json()}")
+    info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
+    write_json_atomic(run / "run.json", info)
+    os.environ["NPUPORT_LAUNCHED"] = "1"  # inherited by the ranks: the directory was prepared (and guarded) here
+    lc = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=dcfg.workers, run_id=f"npuport-{os.getpid()}",
+                      rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{_free_port()}", max_restarts=dcfg.max_restarts,
+                      monitor_interval=0.2, start_method="spawn")
+    try:
+        elastic_launch(lc, worker)(cfg.to_json(), dcfg.to_json(), str(run), resume)
+    except Exception as e:  # ChildFailedError: name the rank and the root cause in one line
+        raise NpuportError(f"distributed training failed after {dcfg.max_restarts} restarts: {str(e).strip()[-600:]}") from e
+    return json.loads((run / "manifest.json").read_text())
