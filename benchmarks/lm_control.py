@@ -28,7 +28,10 @@ def main():
     ap.add_argument("--preset", default="small")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--runs", default="eager,onnxruntime,openvino,onnxruntime-npu")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--runs", default="eager,onnxruntime,openvino,onnxruntime-npu,eager-jitter",
+                    help="eager-jitter: eager from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor")
+    ap.add_argument("--name", default="lm_control")
     ap.add_argument("--keep", help="keep the run directories here")
     a = ap.parse_args()
 
@@ -42,13 +45,15 @@ def main():
 
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="npuport-lm-control-"))
     root.mkdir(parents=True, exist_ok=True)
-    out = {**meta("lm_control.py"), "corpus": a.corpus, "preset": a.preset, "steps": a.steps, "batch": a.batch,
+    out = {**meta("lm_control.py"), "corpus": a.corpus, "preset": a.preset, "steps": a.steps, "batch": a.batch, "lr": a.lr,
            "seq_len": a.seq_len, "runs": {}, "compare": {}}
     names = a.runs.split(",")
     for name in names:
         backend, npu = (name[:-4], True) if name.endswith("-npu") else (name, False)
-        cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch,
-                          seq_len=a.seq_len, npu_friendly=npu, eval_every=50, ckpt_every=a.steps)
+        jitter = 1e-7 if name.endswith("-jitter") else 0.0
+        backend = backend.removesuffix("-jitter")
+        cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch, lr=a.lr,
+                          seq_len=a.seq_len, npu_friendly=npu, eval_every=50, ckpt_every=a.steps, init_jitter=jitter)
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
         t0 = time.perf_counter()
@@ -77,14 +82,14 @@ def main():
                   f"tokens/s {c['tokens_per_s_ratio']:.2f}×")
     ax.set_xlabel("step")
     ax.set_ylabel("training loss (nats/char)")
-    ax.set_title(f"LM control run: preset {a.preset}, {a.steps} steps, {Path(a.corpus).name}")
+    ax.set_title(f"LM control run: preset {a.preset}, {a.steps} steps, lr {a.lr:g}, {Path(a.corpus).name}")
     ax.legend()
     fig.tight_layout()
-    plot = HERE / "results" / "lm_control.png"
+    plot = HERE / "results" / f"{a.name}.png"
     plot.parent.mkdir(exist_ok=True)
     fig.savefig(plot, dpi=100)
-    out["plot"] = "results/lm_control.png"
-    write_result("lm_control", out)
+    out["plot"] = f"results/{a.name}.png"
+    write_result(a.name, out)
 
 
 if __name__ == "__main__":

@@ -193,7 +193,7 @@ def _lm_parser(sub) -> None:
     t.add_argument("--steps", type=_positive_int, default=500)
     t.add_argument("--batch", type=_positive_int, default=16)
     t.add_argument("--seq-len", type=_positive_int, default=128)
-    t.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (warmup, then cosine to lr/10)")
+    t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warmup, then cosine to lr/10)")
     t.add_argument("--warmup", type=int, default=50)
     t.add_argument("--seed", type=int, default=0, help="init and data order; equal seeds give comparable runs")
     t.add_argument("--eval-every", type=_positive_int, default=50)

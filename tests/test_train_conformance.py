@@ -18,7 +18,7 @@ from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents
 from npuport.train.engines import TRAIN_BACKENDS
 from npuport.train.step import GATHER_LIKE, OptimConfig
 
-GRAPH_BACKENDS = [b for b in TRAIN_BACKENDS.names() if b != "eager"]
+GRAPH_BACKENDS = [b for b in TRAIN_BACKENDS.names() if not b.startswith("eager")]
 BATCH, SEQ, LR = 4, 32, 1e-3
 
 

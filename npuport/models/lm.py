@@ -139,7 +139,7 @@ class Block(nn.Module):
         qg = q.reshape(B, cfg.n_kv_heads, rep * T, cfg.head_dim)
         # Additive 0/-inf mask rather than is_causal: the math path (what a graph captures) then adds a constant
         # instead of a masked_fill, whose forward and backward are Where ops over (B, H, T, T).
-        a = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask).view(B, cfg.n_heads, T, cfg.head_dim)
+        a = F.scaled_dot_product_attention(qg, k, v, attn_mask=mask).reshape(B, cfg.n_heads, T, cfg.head_dim)
         x = x + self.wo(a.transpose(1, 2).reshape(B, T, cfg.n_heads * cfg.head_dim))
         h = rms_norm(x, self.mlp_norm, cfg.norm_eps)
         return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))

@@ -71,46 +71,57 @@ class StepRunner:
 class EagerRunner(StepRunner):
     """The control: the model in eager PyTorch, `loss.backward()`, `clip_grad_norm_`, `torch.optim.AdamW`."""
 
+    device = "cpu"
+
     def __init__(self, model, opt, **kw):
         super().__init__(model, opt, **kw)
         if self.threads:
             torch.set_num_threads(int(self.threads))
+        if self.device != "cpu":
+            if not torch.cuda.is_available():
+                raise BackendUnavailable(f"the {self.name} backend needs a CUDA GPU; none is visible to torch")
+            # fp32 means fp32: no TF32 in the control run
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            model.to(self.device)
+            self.info["device"] = torch.cuda.get_device_name()
         self.params = list(model.parameters())
         self.optim = eager_optimizer(model, opt)
         self.info["graph"] = "none (eager PyTorch reference)"
 
     def set_state(self, params, m, v, t: int = 0):
+        dev = self.device
         with torch.no_grad():
             for p, src in zip(self.params, params):
                 p.copy_(torch.as_tensor(src))
         self.optim.state.clear()
         if t > 0:
             for p, mi, vi in zip(self.params, m, v):
-                self.optim.state[p] = {"step": torch.tensor(float(t)), "exp_avg": torch.as_tensor(mi).clone(),
-                                       "exp_avg_sq": torch.as_tensor(vi).clone()}
+                self.optim.state[p] = {"step": torch.tensor(float(t)), "exp_avg": torch.as_tensor(mi).to(dev, copy=True),
+                                       "exp_avg_sq": torch.as_tensor(vi).to(dev, copy=True)}
 
     def get_state(self):
-        ps = [p.detach().clone() for p in self.params]
+        ps = [p.detach().to("cpu", copy=True) for p in self.params]
         st = [self.optim.state.get(p, {}) for p in self.params]
-        m = [s["exp_avg"].clone() if "exp_avg" in s else torch.zeros_like(p) for s, p in zip(st, ps)]
-        v = [s["exp_avg_sq"].clone() if "exp_avg_sq" in s else torch.zeros_like(p) for s, p in zip(st, ps)]
+        m = [s["exp_avg"].to("cpu", copy=True) if "exp_avg" in s else torch.zeros_like(p) for s, p in zip(st, ps)]
+        v = [s["exp_avg_sq"].to("cpu", copy=True) if "exp_avg_sq" in s else torch.zeros_like(p) for s, p in zip(st, ps)]
         return ps, m, v
 
     def _backward(self, x, y) -> float:
         from ..models.lm import cross_entropy
 
         self.optim.zero_grad(set_to_none=True)
-        loss = cross_entropy(self.model(torch.as_tensor(x)), torch.as_tensor(y))
+        loss = cross_entropy(self.model(torch.as_tensor(x, device=self.device)), torch.as_tensor(y, device=self.device))
         loss.backward()
         return float(loss.detach())
 
     def grad(self, x, y):
         loss = self._backward(x, y)
-        return loss, [p.grad.numpy().copy() for p in self.params]
+        return loss, [p.grad.cpu().numpy().copy() for p in self.params]
 
     def apply(self, grads, t, lr):
         for p, g in zip(self.params, grads):
-            p.grad = torch.as_tensor(g)
+            p.grad = torch.as_tensor(g, device=self.device)
         self._opt_step(lr)
 
     def _opt_step(self, lr):
@@ -124,6 +135,13 @@ class EagerRunner(StepRunner):
         loss = self._backward(x, y)
         self._opt_step(lr)
         return loss
+
+
+@register("eager-cuda")
+class EagerCudaRunner(EagerRunner):
+    """The report's control: eager PyTorch on a GPU (fp32, TF32 off); state moves to the host for checkpoints."""
+
+    device = "cuda"
 
 
 class GraphRunner(StepRunner):
