@@ -150,3 +150,37 @@ def test_tampered_artifact_is_not_served(artifacts, tmp_path):
     data.write_bytes(bytes(raw))
     with pytest.raises(ArtifactError):
         Engine(str(d))
+
+
+def test_graceful_shutdown_finishes_in_flight_requests(artifacts):
+    """SIGTERM to the real CLI server while requests wait in the batcher: every one still gets its 200."""
+    import signal
+    import subprocess
+    import sys
+    from concurrent.futures import ThreadPoolExecutor
+
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", str(artifacts), "--port", str(port),
+                             "--max-batch", "64", "--max-wait-ms", "1500"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        with ThreadPoolExecutor(4) as pool:
+            futs = [pool.submit(httpx.post, url + "/v1/detect", json=ITEM, timeout=30) for _ in range(4)]
+            time.sleep(0.5)  # the requests now wait in the batcher's 1.5 s window
+            proc.send_signal(signal.SIGTERM)
+            codes = [f.result().status_code for f in futs]
+        assert codes == [200] * 4
+        # uvicorn drains, runs the lifespan shutdown, then re-raises the signal: exit status is SIGTERM's
+        assert proc.wait(timeout=60) in (0, -signal.SIGTERM)
+        log = proc.stdout.read().decode(errors="replace")
+        assert "Application shutdown complete" in log, log[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
