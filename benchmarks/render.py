@@ -163,7 +163,7 @@ def lm_control_section(r: dict, link: str) -> list[str]:
     for n, v in runs.items():
         c = r["compare"].get(n)
         gl = ", ".join(sorted({o for g in v["graphs"].values() for o in g["gather_like_ops"]})) or ("none" if v["graphs"] else "—")
-        cmp = (f"{c['pearson']:.6f} | {c['max_abs_loss_diff']:.1e} | {c.get('final_max_abs_param_diff', float('nan')):.1e}"
+        cmp = (f"{c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | {c.get('final_max_abs_param_diff', float('nan')):.1e}"
                if c else "(reference) | — | —")
         out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {cmp} | {gl} |")
     return out
@@ -188,13 +188,15 @@ def lm_distributed_section(r: dict, link: str) -> list[str]:
     out = [f"**Data-parallel LM training (P6)** — preset `{r['preset']}`, {r['steps']} steps × global batch {r['global_batch']} × "
            f"{r['seq_len']} characters ({r['tokens_total']:,} tokens for every configuration), `{r['backend']}` step graphs, one "
            f"thread per worker, torch.distributed gloo ([script]({link}/lm_distributed.py), [JSON]({link}/results/{r['_file']}), "
-           f"[plot]({link}/results/lm_distributed.png)). {r['note']} {machine_line(r)}.", "",
+           f"[plot]({link}/results/lm_distributed.png)). {r['note']} MB sent = the all-reduce payload per worker (a ring "
+           f"all-reduce moves 2(N−1)/N of it over each link). {machine_line(r)}.", "",
            "| configuration | final val loss (bpc) | MB sent per worker | wall s | DiLoCo: val-loss gap vs all-reduce N=4 | communication reduction |",
            "|---|---|---|---|---|---|"]
     for n, v in r["runs"].items():
         gap = f"{v['val_loss_gap_vs_allreduce_4']:+.4f}" if "val_loss_gap_vs_allreduce_4" in v else "—"
         red = f"{v['communication_reduction_vs_allreduce_4']:.0f}×" if "communication_reduction_vs_allreduce_4" in v else "—"
-        out.append(f"| {n} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {v['bytes_sent_per_worker'] / 1e6:,.1f} | "
+        sent = f"{v['bytes_sent_per_worker'] / 1e6:,.1f}" if v["workers"] > 1 else "0 (one worker)"
+        out.append(f"| {n} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {sent} | "
                    f"{v['wall_s']:.0f} | {gap} | {red} |")
     return out
 
@@ -210,7 +212,7 @@ def lm_gpu_section(r: dict, link: str) -> list[str]:
     for part, x in r["parts"].items():
         g, o, c = x["runs"]["eager-cuda"], x["runs"]["onnxruntime"], x["compare"]
         out.append(f"| {part} ({g['n_params'] / 1e6:.1f}M) | {x['config']['steps']} | {g['final_loss']:.4f} / {o['final_loss']:.4f} | "
-                   f"{g['val_loss']:.4f} / {o['val_loss']:.4f} | {c['pearson']:.6f} | {c['max_abs_loss_diff']:.1e} | "
+                   f"{g['val_loss']:.4f} / {o['val_loss']:.4f} | {c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | "
                    f"{g['tokens_per_s']:,.0f} / {o['tokens_per_s']:,.0f} | {o['peak_rss_mb'] / 1024:.1f} GB |")
     return out
 
@@ -272,7 +274,7 @@ def goals(results: dict) -> list[str]:
         if n.endswith("-jitter"):
             continue
         ok = c["pearson"] >= 0.9999 and c["max_abs_loss_diff"] <= 1e-2
-        out.append(f"| LM control run, {n} vs eager: Pearson ≥ 0.9999 and max abs Δloss ≤ 1e-2 | {c['pearson']:.6f}, "
+        out.append(f"| LM control run, {n} vs eager: Pearson ≥ 0.9999 and max abs Δloss ≤ 1e-2 | {c['pearson']:.8f}, "
                    f"{c['max_abs_loss_diff']:.1e} | {'yes' if ok else 'no'} |")
     lt = results.get("lm_throughput")
     if lt and "vs_eager" in lt["backends"].get("onnxruntime", {}):
@@ -310,7 +312,7 @@ def main():
     block = []
     for name, r, fn in sections:
         if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b1_peers", "b2_buckets", "lm_control",
-                    "lm_throughput", "lm_vkore46m", "lm_gpu_control"):
+                    "lm_throughput", "lm_vkore46m", "lm_gpu_control", "lm_distributed"):
             block += fn(r, "benchmarks") + [""]
     text = README.read_text()
     new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + "\n".join(block) + m.group(2),

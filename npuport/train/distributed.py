@@ -196,7 +196,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
                 g = _flat(grads).clone()
                 dist.all_reduce(g)  # one bucket for all gradients
                 g /= world
-                bytes_sent += g.numel() * g.element_size()
+                bytes_sent += g.numel() * g.element_size() if world > 1 else 0
                 runner.apply([t.numpy() for t in _unflat(g, shapes)], step, lr)
                 if step % dcfg.hash_every == 0 or step == cfg.steps:
                     _check_identical(runner.get_state()[0], dist, step)
@@ -209,7 +209,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
                     delta = global_p - _flat(p)  # pseudo-gradient
                     dist.all_reduce(delta)
                     delta /= world
-                    bytes_sent += delta.numel() * delta.element_size()
+                    bytes_sent += delta.numel() * delta.element_size() if world > 1 else 0
                     # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
                     momentum = momentum * dcfg.outer_momentum + delta
                     global_p = global_p - dcfg.outer_lr * (delta + dcfg.outer_momentum * momentum)
