@@ -185,7 +185,7 @@ def _lm_parser(sub) -> None:
                         epilog="Example: npuport lm train --demo-corpus --preset small --backend onnxruntime -o runs/ort")
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="text, TinyStories (<|endoftext|>-separated) or JSONL {\"text\"} file")
-    src.add_argument("--demo-corpus", action="store_true", help="the embedded stories (~42 KB)")
+    src.add_argument("--demo-corpus", action="store_true", help="the embedded stories (npuport/train/stories.txt)")
     t.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
     t.add_argument("--preset", default="small", choices=sorted(LM_PRESETS))
     t.add_argument("--backend", default="onnxruntime", choices=TRAIN_BACKENDS.names(),

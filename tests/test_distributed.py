@@ -50,11 +50,14 @@ def test_diloco_communicates_every_h_steps(tmp_path):
 @pytest.mark.parametrize("sync", ["allreduce", "diloco"])
 def test_lost_worker_resumes_from_checkpoint_with_same_result(tmp_path, monkeypatch, sync):
     cfg = TrainConfig(**TINY, steps=10, backend="onnxruntime", threads=1)
-    dcfg = DistConfig(workers=2, sync=sync, inner_steps=5)
+    dcfg = DistConfig(workers=2, sync=sync, inner_steps=5, max_restarts=5)
+    monkeypatch.setenv("NPUPORT_DIST_TIMEOUT", "60")
     launch(cfg, dcfg, tmp_path / "ok")
     monkeypatch.setenv(FAULT_ENV, "1:8")  # rank 1 SIGKILLs itself at step 8, after the step-5 checkpoint
     m = launch(cfg, dcfg, tmp_path / "killed")
-    assert m["restarts"] == 1 and m["resumed_from"] == 5
+    # >= 1: after a kill, gloo's first reconnect can be refused while the old ranks' sockets close; the agent
+    # then simply restarts the group once more (max_restarts covers it), still from the same committed step
+    assert m["restarts"] >= 1 and m["resumed_from"] == 5
     steps = [x["step"] for x in read_metrics(tmp_path / "killed")]
     assert steps == list(range(1, 11))  # no lost or repeated steps
     pa, pb = final_params(tmp_path / "ok"), final_params(tmp_path / "killed")
@@ -74,3 +77,14 @@ def test_cli_distributed_and_errors(tmp_path, capsys):
     assert "divisible by --workers 4" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="--sync"):
         DistConfig(sync="gossip")
+
+
+def test_diloco_outer_step_plumbing_one_worker_plain_average(tmp_path):
+    """With one worker, outer lr 1 and no momentum, θ_global − (θ_global − θ_local) = θ_local: DiLoCo must then
+    reproduce plain training exactly (checks the pseudo-gradient sign, the outer update and the state hand-back)."""
+    cfg = TrainConfig(**TINY, steps=8, backend="onnxruntime", threads=1)
+    train(cfg, tmp_path / "plain", progress=False)
+    launch(cfg, DistConfig(workers=1, sync="diloco", inner_steps=3, outer_lr=1.0, outer_momentum=0.0), tmp_path / "dl")
+    a = [x["loss"] for x in read_metrics(tmp_path / "plain")]
+    b = [x["loss"] for x in read_metrics(tmp_path / "dl")]
+    np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)

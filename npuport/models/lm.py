@@ -62,7 +62,7 @@ class LMConfig:
 
 # Presets. vkore-46m: the field report gives only "46M, RoPE, SwiGLU, RMSNorm, GQA, char-level"; we chose
 # d_model 512, 16 layers, 8 query heads of 64 sharing 2 K/V heads, SwiGLU hidden 1472, untied embeddings,
-# which gives 46.4M parameters at a 96-character vocabulary (see tests/test_lm.py::test_preset_sizes).
+# which gives 46.8M parameters at a 96-character vocabulary (see tests/test_lm.py::test_preset_sizes).
 PRESETS: dict[str, dict] = {
     "tiny": dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=64, max_seq_len=64),
     "small": dict(d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, ffn_hidden=704, max_seq_len=256),

@@ -19,6 +19,7 @@ the last committed step. Batches depend only on (seed, step), so no sample is lo
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import math
@@ -123,7 +124,9 @@ def worker(cfg_json: dict, dcfg_json: dict, run: str, resume: bool) -> None:
     cfg = TrainConfig.from_json(cfg_json)
     dcfg = DistConfig(**dcfg_json)
     run = Path(run)
-    dist.init_process_group("gloo")
+    # A bounded timeout: after a lost worker, a rank whose first reconnect is refused fails within minutes and the
+    # agent restarts the group, instead of every rank waiting out gloo's 30-minute default.
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("NPUPORT_DIST_TIMEOUT", "300"))))
     try:
         _worker(cfg, dcfg, run, resume, dist)
     finally:
