@@ -126,7 +126,8 @@ def worker(cfg_json: dict, dcfg_json: dict, run: str, resume: bool) -> None:
     run = Path(run)
     # A bounded timeout: after a lost worker, a rank whose first reconnect is refused fails within minutes and the
     # agent restarts the group, instead of every rank waiting out gloo's 30-minute default.
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=int(os.environ.get("NPUPORT_DIST_TIMEOUT", "300"))))
+    timeout = datetime.timedelta(seconds=int(os.environ.get("NPUPORT_DIST_TIMEOUT", "300")))
+    dist.init_process_group("gloo", timeout=timeout)
     try:
         _worker(cfg, dcfg, run, resume, dist)
     finally:
