@@ -127,7 +127,6 @@ def main():
 
         r = runners["onnxruntime"]
         x, y = batches.get(1)
-        feeds = {}
         ins = r.names["fused"][0]
         vals = [*r.cur, np.asarray(1.0, np.float32), np.asarray(1e-3, np.float32), x, y]
         feeds = dict(zip(ins, vals))

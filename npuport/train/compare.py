@@ -10,7 +10,7 @@ import torch
 
 from ..errors import ConfigError
 from .data import Batches, CharVocab, encode_documents, read_documents
-from .loop import TrainConfig, evaluate, latest_checkpoint, load_checkpoint, load_run_model, read_metrics, read_run
+from .loop import TrainConfig, evaluate, latest_checkpoint, load_run_model, read_metrics, read_run
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> dict:

@@ -37,7 +37,8 @@ from ..artifact import machine, write_json_atomic
 from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
 from .data import Batches, CharVocab
-from .loop import CKPT_DIR, TrainConfig, _load_params, _prepare_run, _write_lines, evaluate, load_corpus, lr_at, read_metrics, read_run
+from .loop import (CKPT_DIR, TrainConfig, _load_params, _prepare_run, _write_lines, evaluate, load_corpus, lr_at,
+                   model_config, read_metrics, read_run)
 
 SYNCS = ("allreduce", "diloco")
 COMMIT = "COMMIT"
@@ -143,10 +144,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
     if rank == 0 and not (run / "run.json").is_file():  # torchrun path: rank 0 prepares the directory
         corpus = load_corpus(cfg)
-        from ..models.lm import preset_config
-
-        mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8))
-        _prepare_run(run, cfg, resume, corpus, mcfg)
+        _prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
         info = read_run(run)
         info["distributed"] = {**dcfg.to_json(), "world_size": world}
         write_json_atomic(run / "run.json", info)
@@ -291,10 +289,7 @@ def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool 
     corpus = load_corpus(cfg)
     if cfg.batch % dcfg.workers:
         raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
-    from ..models.lm import preset_config
-
-    mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8))
-    info = _prepare_run(run, cfg, resume, corpus, mcfg)
+    info = _prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
     old = info.get("distributed")
     if resume and old and {k: old[k] for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")} != {
             k: getattr(dcfg, k) for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")}:

@@ -17,7 +17,7 @@ import os
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -84,6 +84,11 @@ class TrainConfig:
         d = dict(d)
         d["optim"] = OptimConfig(**d.get("optim", {}))
         return cls(**d)
+
+
+def model_config(cfg: TrainConfig, vocab_size: int) -> LMConfig:
+    """The run's model: the preset at the corpus's vocabulary, positions sized to the training sequence."""
+    return preset_config(cfg.preset, vocab_size, max_seq_len=max(cfg.seq_len, 8))
 
 
 def lr_at(cfg: TrainConfig, step: int) -> float:
@@ -248,7 +253,7 @@ def _prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg
 
 
 def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
-          model_overrides: dict | None = None, on_step: Callable[[dict], None] | None = None) -> TrainResult:
+          on_step: Callable[[dict], None] | None = None) -> TrainResult:
     run = Path(run)
     vocab = None
     if resume:
@@ -257,7 +262,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     if resume and (run / "run.json").is_file():
         mcfg = LMConfig.from_json(read_run(run)["model"])
     else:
-        mcfg = preset_config(cfg.preset, corpus.vocab.size, max_seq_len=max(cfg.seq_len, 8), **(model_overrides or {}))
+        mcfg = model_config(cfg, corpus.vocab.size)
     info = _prepare_run(run, cfg, resume, corpus, mcfg)
     threads = cfg.threads or torch.get_num_threads()
     model = build_lm(mcfg, seed=cfg.seed)
@@ -392,4 +397,4 @@ class _Bar:
 
 
 __all__ = ["TrainConfig", "train", "lr_at", "load_corpus", "load_run_model", "read_metrics", "read_run",
-           "evaluate", "replace"]
+           "evaluate", "model_config"]
