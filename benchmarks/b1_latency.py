@@ -13,7 +13,7 @@ import time
 from common import meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.ui import Progress
 
 

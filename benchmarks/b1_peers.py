@@ -133,7 +133,7 @@ def main():
     import tempfile
 
     from npuport.api import ModelSource, PortConfig, port
-    from npuport.backends import ShapeSpec
+    from npuport.runtimes import ShapeSpec
 
     art = tempfile.mkdtemp(prefix="npuport-peers-")
     try:

@@ -16,9 +16,9 @@ from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
 from npuport.artifact import load_session
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.bench import summarize
-from npuport.runtime import BucketRouter
+from npuport.router import BucketRouter
 from npuport.ui import Progress
 from npuport.verify import softmax_dev
 
@@ -65,7 +65,7 @@ def main():
             manifest, sess = load_session(f"{tmp}/art/{name}-fp32")
             res, probs = {}, {}
             for mode, shapes in (("buckets", sess.shapes), ("pad_to_512", [(1, 512)])):
-                router = BucketRouter(shapes, manifest["pad_token_id"])
+                router = BucketRouter(shapes, manifest.pad_token_id)
                 per_row, logits = [], []
                 prog(f"{name}: {mode}, {len(rows)} rows")
                 router.run(sess, rows[:2])  # warm-up

@@ -13,7 +13,7 @@ import time
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.backends import ShapeSpec, get_backend
+from npuport.runtimes import ShapeSpec, get_runtime
 from npuport.detector.demo import DemoBuildConfig, build_demo
 from npuport.ui import Progress
 
@@ -28,7 +28,7 @@ def main():
     out = {}
     try:
         for prec, backends in PLAN.items():
-            names = tuple(b for b in backends if prec in get_backend(b).precisions("cpu"))
+            names = tuple(b for b in backends if prec in get_runtime(b).precisions("cpu"))
             rep = port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/{prec}", backends=names,
                                   shapes=ShapeSpec(buckets=(32, 64, 128)), precision=prec, eval_data=str(root / "data" / "test.jsonl"),
                                   capture_methods=(), bench_runs=10), prog)

@@ -59,7 +59,7 @@ def main():
         import onnxruntime as ort
 
         from npuport.static.capture import export_onnx
-        from npuport.backends import ShapeSpec
+        from npuport.runtimes import ShapeSpec
 
         path = export_onnx(static.cpu(), (ids.cpu(), mask.cpu()), ShapeSpec(buckets=(args.seq_len,)), __import__("pathlib").Path(tempfile.mkdtemp()))
         feeds = {"input_ids": ids.cpu().numpy(), "attention_mask": mask.cpu().numpy()}

@@ -72,7 +72,7 @@ def main():
     import torch
 
     from npuport.models.lm import build_lm, count_parameters, preset_config
-    from npuport.train.engines import TRAIN_BACKENDS
+    from npuport.train.runner import open_step_runner
     from npuport.train.loop import TrainConfig, load_corpus
     from npuport.train.step import OptimConfig
 
@@ -92,8 +92,8 @@ def main():
         before = rss_mb()
         t0 = time.perf_counter()
         model = build_lm(mcfg, seed=0)
-        runners[name] = TRAIN_BACKENDS.get(backend)(model, OptimConfig(), batch=a.batch, seq_len=a.seq_len,
-                                                    gather_free=npu, workdir=work / name, threads=a.threads)
+        runners[name] = open_step_runner(backend, model, OptimConfig(), batch=a.batch, seq_len=a.seq_len,
+                                         gather_free=npu, workdir=work / name, threads=a.threads)
         out["backends"][name] = {"setup_s": round(time.perf_counter() - t0, 1), "rss_added_mb": round(rss_mb() - before, 1)}
         out["n_params"] = count_parameters(model)
         print(f"{name}: ready in {out['backends'][name]['setup_s']} s", flush=True)

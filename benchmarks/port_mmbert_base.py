@@ -12,7 +12,7 @@ import time
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.ui import Progress
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.bench import summarize
 from npuport.detector.demo import DemoBuildConfig, build_demo
 from npuport.ui import Progress

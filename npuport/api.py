@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gc
 import json
-import resource
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -15,19 +14,23 @@ import numpy as np
 import torch
 
 from . import __version__
-from .artifact import check_files, find_artifacts, machine, read_manifest, write_json_atomic, write_manifest
-from .backends import CompileSpec, ShapeSpec, backend_names, get_backend
+from .artifact import check_files, find_artifacts, load_session, read_manifest, write_manifest
 from .bench import summarize, time_calls
-from .backends.base import feeds_of
 from .errors import ArtifactError, BackendUnavailable, ConfigError
+from .fsio import atomic_write, write_json_atomic
+from .machine import machine, peak_rss_mb, versions
+from .manifest import Manifest, RuntimeInfo
+from .runtimes import feeds_of, get_runtime, runtime_names
+from .spec import CompileSpec, ShapeSpec
 from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, max_positions, state_fingerprint
-from .runtime import BucketRouter
+from .router import BucketRouter
 from .static.capture import CAPTURE_METHODS, capture, make_probes, prove, reference_logits
 from .ui import silent
 from .verify import data_parity, eager_logits, judge, probe_parity
 
 Progress = Callable[[str], None]
 PROOF_FILE = "proof_inputs.safetensors"
+DEFAULT_PORT_RUNTIMES = ("onnxruntime", "openvino", "inductor")
 
 
 # -- model sources ---------------------------------------------------------------------------------------------
@@ -74,21 +77,22 @@ class ModelSource:
 
 
 def doctor() -> dict:
+    """Every registered runtime: usable here or why not, versions, devices and precisions, what it can do."""
     import transformers
 
     out = {"npuport": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
-           "machine": machine(), "backends": {}}
-    for name in backend_names():
-        b = get_backend(name)
-        ok, reason = b.available()
-        info = {"available": ok, "reason": reason, "description": b.description}
+           "machine": machine(), "versions": versions(), "runtimes": {}}
+    for name in runtime_names():
+        r = get_runtime(name)
+        ok, reason = r.available()
+        info = {"available": ok, "reason": reason, "description": r.description, **r.capabilities()}
         if ok:
             try:
-                info["versions"] = b.versions()
-                info["devices"] = {d: list(b.precisions(d)) for d in b.list_devices()}
+                info["versions"] = r.versions()
+                info["devices"] = {d: list(r.precisions(d)) for d in r.list_devices()}
             except (ImportError, RuntimeError, OSError) as e:
                 info.update(available=False, reason=f"{type(e).__name__}: {e}")
-        out["backends"][name] = info
+        out["runtimes"][name] = info
     return out
 
 
@@ -99,7 +103,7 @@ def doctor() -> dict:
 class PortConfig:
     source: ModelSource
     out: str
-    backends: tuple[str, ...] = ("onnxruntime", "openvino", "inductor")
+    backends: tuple[str, ...] = DEFAULT_PORT_RUNTIMES
     shapes: ShapeSpec = field(default_factory=ShapeSpec)
     precision: str = "fp32"
     device: str = "cpu"
@@ -111,10 +115,10 @@ class PortConfig:
     def __post_init__(self):
         if not self.backends:
             raise ConfigError("--backend needs at least one backend name")
-        known = backend_names()
+        known = runtime_names(ports=True)
         for b in self.backends:
             if b not in known:
-                raise ConfigError(f"unknown backend {b!r}; known: {', '.join(known)}")
+                raise ConfigError(f"unknown runtime {b!r} for port; known: {', '.join(known)}")
         for m in self.capture_methods:
             CAPTURE_METHODS.get(m)
         if self.bench_runs < 1:
@@ -168,10 +172,6 @@ def _dir_size(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
 def _latency(session, shape, runs: int) -> dict:
     b, t = shape
     ids = np.full((b, t), 5, dtype=np.int64)
@@ -179,116 +179,157 @@ def _latency(session, shape, runs: int) -> dict:
     return summarize(time_calls(lambda: session.run(feeds), runs=runs, warmup=1))
 
 
+@dataclass
+class _Inputs:
+    """Everything `port` reads, validated before anything is written."""
+
+    specs: dict  # runtime name -> CompileSpec
+    model: Detector
+    tokenizer: object | None
+    eval_rows: list | None
+    source: dict
+
+
+@dataclass
+class _Reference:
+    """The eager fp32 side of every comparison: probe inputs per shape, their logits, logits on the eval data."""
+
+    probes: dict
+    refs: dict
+    eval_ref: np.ndarray | None
+    threshold: float
+
+
 def port(cfg: PortConfig, progress: Progress = silent) -> dict:
+    """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report."""
     t_start = time.perf_counter()
     out = Path(cfg.out)
-    _check_out(out, cfg.overwrite)
+    inputs = _load_inputs(cfg, progress)
+    _check_out(out, cfg.overwrite)  # every input is valid: only now is the output touched
+    out.mkdir(parents=True, exist_ok=True)
+    work = out / ".capture"
+    try:
+        captured, proof = _capture_and_prove(inputs, cfg, work, progress)
+        ref = _reference(inputs, cfg)
+        report = {"npuport_version": __version__, "source": inputs.source, "adapter": captured.adapter.__dict__,
+                  "shapes": cfg.shapes.to_json(), "precision": cfg.precision, "capture": proof, "backends": {},
+                  "machine": machine()}
+        for name in cfg.backends:
+            art = out / f"{name}-{cfg.precision}"
+            manifest, compile_s = _compile_one(name, captured, inputs, proof, ref, art, progress)
+            figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
+            manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
+            manifest.runtime.execution_precision = exec_prec
+            write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
+            summary = _parity_summary(figs)
+            report["backends"][name] = {cfg.precision: {
+                **summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
+                "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
+                **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs}}
+            progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
+                     f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
+        captured.release()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return _write_report(report, out, proof, cfg, t_start)
+
+
+def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
+    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
     specs = {}
     for name in cfg.backends:  # fail before any heavy work: SDKs, devices, precisions
-        backend = get_backend(name)
-        backend.require()
+        runtime = get_runtime(name)
+        runtime.require()
         spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision, device=cfg.device)
-        backend.check(spec)
+        runtime.check(spec)
         specs[name] = spec
-    eval_rows = None
+    examples = None
     if cfg.eval_data:
         from .detector.data import load_examples
 
-        eval_examples = load_examples(cfg.eval_data)
+        examples = load_examples(cfg.eval_data)
     progress("loading model")
     model = cfg.source.load()
     _check_lengths(model, cfg.shapes)
     tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
-    if cfg.eval_data:
+    eval_rows = None
+    if examples is not None:
         if tokenizer is None:
             raise ConfigError("--eval-data needs a tokenizer: the model directory has no tokenizer files")
         from .detector.data import encode
 
-        eval_rows = encode(tokenizer, eval_examples, cfg.shapes.buckets[-1])
-    fingerprint = state_fingerprint(model)
-    source = cfg.source.describe(model, fingerprint)
-    out.mkdir(parents=True, exist_ok=True)
-    work = out / ".capture"
-    progress(f"adapting and capturing ({source['model_type']}, {source['parameters'] / 1e6:.1f}M parameters)")
-    captured = capture(model, cfg.shapes, work)
-    proof = prove(captured, list(cfg.capture_methods), progress)
+        eval_rows = encode(tokenizer, examples, cfg.shapes.buckets[-1])
+    source = cfg.source.describe(model, state_fingerprint(model))
+    return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source)
+
+
+def _capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Progress):
+    """Stages 2 and 3, adapt + capture + prove: the adapted module, its graphs, and eager-vs-graph figures."""
+    src = inputs.source
+    progress(f"adapting and capturing ({src['model_type']}, {src['parameters'] / 1e6:.1f}M parameters)")
+    captured = capture(inputs.model, cfg.shapes, work)
+    return captured, prove(captured, list(cfg.capture_methods), progress)
+
+
+def _reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:
+    model = inputs.model
     probes = {s: make_probes(model, *s) for s in cfg.shapes.shapes()}
     refs = {s: [reference_logits(model, *p) for p in probes[s]] for s in cfg.shapes.shapes()}
-    eval_ref = eager_logits(model, eval_rows) if eval_rows is not None else None
-    threshold = model.spec.threshold
-    report = {
-        "npuport_version": __version__,
-        "source": source,
-        "adapter": captured.adapter.__dict__,
-        "shapes": cfg.shapes.to_json(),
-        "precision": cfg.precision,
-        "capture": proof,
-        "backends": {},
-        "machine": machine(),
-    }
-    for name in cfg.backends:
-        backend = get_backend(name)
-        art = out / f"{name}-{cfg.precision}"
-        progress(f"{name}: compiling {len(cfg.shapes.shapes())} shape(s) at {cfg.precision}")
-        t0 = time.perf_counter()
-        meta = backend.compile(captured, specs[name], art)
-        compile_s = time.perf_counter() - t0
-        _save_proof_inputs(art / PROOF_FILE, probes, refs)
-        if tokenizer is not None:
-            tokenizer.save_pretrained(str(art / "tokenizer"))
-        manifest = {
-            "source": source,
-            "detector": model.spec.to_json(),
-            "pad_token_id": int(model.config.pad_token_id or 0),
-            "backend": {"name": name, "versions": backend.versions(), **meta, "options": {}},
-            "device": cfg.device,
-            "precision": cfg.precision,
-            "shape_spec": cfg.shapes.to_json(),
-            "shapes": [list(s) for s in cfg.shapes.shapes()],
-            "inputs": [{"name": "input_ids", "dtype": "int64"}, {"name": "attention_mask", "dtype": "int64"}],
-            "outputs": [{"name": "logits", "dtype": "float32", "labels": list(model.spec.labels)}],
-            "capture": {"method": backend.capture_method, "proof": proof},
-            "adapter": captured.adapter.__dict__,
-            "compile_seconds": round(compile_s, 1),
-        }
-        write_manifest(art, manifest)
-        progress(f"{name}: loading and checking parity")
-        manifest, session = _load(art)
-        figs = {"probes": judge(probe_parity(session, probes, refs, threshold), name, cfg.precision)}
+    eval_ref = eager_logits(model, inputs.eval_rows) if inputs.eval_rows is not None else None
+    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, threshold=model.spec.threshold)
+
+
+def _compile_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path, progress: Progress):
+    """Stage 4, compile one runtime: its files, the proof inputs, the tokenizer, and the manifest (not yet written)."""
+    runtime, spec, model = get_runtime(name), inputs.specs[name], inputs.model
+    progress(f"{name}: compiling {len(spec.shapes.shapes())} shape(s) at {spec.precision}")
+    t0 = time.perf_counter()
+    meta = runtime.compile(captured, spec, art)
+    compile_s = time.perf_counter() - t0
+    _save_proof_inputs(art / PROOF_FILE, ref.probes, ref.refs)  # so `verify` needs no model
+    if inputs.tokenizer is not None:
+        inputs.tokenizer.save_pretrained(str(art / "tokenizer"))
+    manifest = Manifest(
+        source=inputs.source, detector=model.spec.to_json(), pad_token_id=int(model.config.pad_token_id or 0),
+        runtime=RuntimeInfo(name=name, executes=runtime.executes, versions=runtime.versions(), meta=meta),
+        device=spec.device, precision=spec.precision, shape_spec=spec.shapes,
+        outputs=[{"name": "logits", "dtype": "float32", "labels": list(model.spec.labels)}],
+        capture={"method": runtime.capture_method, "proof": proof}, adapter=captured.adapter.__dict__,
+        compile_seconds=round(compile_s, 1),
+    )
+    return manifest, compile_s
+
+
+def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_rows, cfg: PortConfig, progress: Progress):
+    """Stage 5, check one runtime: open what was just compiled, parity on probes (and data), latency."""
+    progress(f"{name}: loading and checking parity")
+    session = get_runtime(name).open(art, manifest)
+    try:
+        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.threshold), name, cfg.precision)}
         if eval_rows is not None:
-            router = BucketRouter(session.shapes, manifest["pad_token_id"])
-            figs["data"] = judge(data_parity(session, router, eval_rows, eval_ref, threshold), name, cfg.precision)
-        progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.shapes()[-1]}")
-        lat = _latency(session, cfg.shapes.shapes()[-1], cfg.bench_runs)
-        exec_prec = getattr(session, "execution_precision", None)
+            router = BucketRouter(session.shapes, manifest.pad_token_id)
+            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.threshold), name, cfg.precision)
+        progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
+        lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
+        return figs, lat, session.execution_precision
+    finally:
         session.close()
         del session
         gc.collect()
-        summary = _parity_summary(figs)
-        manifest["parity"] = figs
-        manifest["latency"] = {"shape": list(cfg.shapes.shapes()[-1]), **lat}
-        if exec_prec:
-            manifest["backend"]["execution_precision"] = exec_prec
-        write_json_atomic(art / "manifest.json", manifest)  # file hashes unchanged: only proof figures added
-        report["backends"][name] = {
-            cfg.precision: {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
-                            "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name,
-                            **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs}
-        }
-        progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
-                 f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
-    captured.release()
-    shutil.rmtree(work, ignore_errors=True)
+
+
+def _write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start: float) -> dict:
+    """Stage 6, report: report.json and report.md beside the artifacts."""
+    from .report import port_markdown
+
     report["wall_seconds"] = round(time.perf_counter() - t_start, 1)
-    report["peak_rss_mb"] = round(peak_rss_mb(), 1)
+    report["peak_rss_mb"] = peak_rss_mb()
     report["disk_mb"] = round(_dir_size(out) / 2**20, 1)
     report["pass"] = all(v[cfg.precision]["pass"] for v in report["backends"].values()) and all(
         p.get("exact") or (p.get("max_abs_diff") is not None and p["max_abs_diff"] <= 1e-4) for p in proof.values()
     )
     write_json_atomic(out / "report.json", report)
-    from .report import port_markdown
-
-    (out / "report.md").write_text(port_markdown(report), encoding="utf-8")
+    atomic_write(out / "report.md", port_markdown(report))
     return report
 
 
@@ -300,12 +341,6 @@ def _parity_summary(figs: dict) -> dict:
         "decision_agreement": min(p["decision_agreement"] for p in parts),
         "pass": all(p["pass"] for p in parts),
     }
-
-
-def _load(art: Path):
-    from .artifact import load_session
-
-    return load_session(art)
 
 
 # -- verify ----------------------------------------------------------------------------------------------------
@@ -329,19 +364,20 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     for art in arts:
         progress(f"{art.name}: checking file hashes")
         manifest = check_files(art)
-        name, precision = manifest["backend"]["name"], manifest["precision"]
-        get_backend(name).require()
+        name, precision = manifest.runtime.name, manifest.precision
+        runtime = get_runtime(name)
+        runtime.require()
         progress(f"{art.name}: loading and re-running proof inputs")
-        manifest, session = _load(art)
+        session = runtime.open(art, manifest)
         probes, refs = _load_proof_inputs(art / PROOF_FILE)
-        threshold = manifest["detector"]["threshold"]
+        threshold = manifest.threshold
         figs = {"probes": judge(probe_parity(session, probes, refs, threshold), name, precision)}
         if examples is not None:
-            key = manifest["source"]["sha256"]
+            key = manifest.source["sha256"]
             if key not in reference_cache:
                 reference_cache[key] = _data_reference(manifest, art, examples, progress)
             rows, ref = reference_cache[key]
-            router = BucketRouter(session.shapes, manifest["pad_token_id"])
+            router = BucketRouter(session.shapes, manifest.pad_token_id)
             figs["data"] = judge(data_parity(session, router, rows, ref, threshold), name, precision)
         session.close()
         results[art.name] = {"backend": name, "precision": precision, **_parity_summary(figs), "parity": figs}
@@ -349,7 +385,7 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     return {"artifacts": results, "pass": all(r["pass"] for r in results.values())}
 
 
-def _data_reference(manifest: dict, art: Path, examples, progress: Progress):
+def _data_reference(manifest: Manifest, art: Path, examples, progress: Progress):
     from .artifact import check_source
     from .detector.data import encode
 
@@ -358,10 +394,10 @@ def _data_reference(manifest: dict, art: Path, examples, progress: Progress):
     if tokenizer is None:
         raise ConfigError(f"--eval-data needs a tokenizer, and {art} has none (it was ported from a model without one)")
     progress("loading the source model for the eager reference")
-    source = ModelSource.from_manifest(manifest["source"])
+    source = ModelSource.from_manifest(manifest.source)
     model = source.load()
     check_source(manifest, state_fingerprint(model))
-    rows = encode(tokenizer, examples, max(manifest["shape_spec"]["buckets"]))
+    rows = encode(tokenizer, examples, manifest.shape_spec.buckets[-1])
     return rows, eager_logits(model, rows)
 
 
@@ -412,7 +448,7 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
     tmp = None
     if cfg.source is not None:
         tmp = tempfile.mkdtemp(prefix="npuport-bench-")
-        backends = cfg.backends or ("onnxruntime", "openvino", "inductor")
+        backends = cfg.backends or DEFAULT_PORT_RUNTIMES
         progress(f"porting to {', '.join(backends)} first")
         port(PortConfig(source=cfg.source, out=tmp + "/out", backends=backends, shapes=cfg.shapes, precision=cfg.precision,
                         capture_methods=("trace",), bench_runs=1), progress)
@@ -423,16 +459,16 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
         sessions, model, shapes = {}, None, None
         for art in find_artifacts(root):
             manifest = read_manifest(art)
-            name = manifest["backend"]["name"]
+            name = manifest.runtime.name
             if cfg.backends and name not in cfg.backends:
                 continue
-            label = name if manifest["precision"] == "fp32" else f"{name}-{manifest['precision']}"
+            label = name if manifest.precision == "fp32" else f"{name}-{manifest.precision}"
             progress(f"loading {art.name} (hash check)")
-            _, sessions[label] = _load(art)
+            _, sessions[label] = load_session(art)
             shapes = sessions[label].shapes
             if model is None:  # the comparison paths, and the vocabulary for the inputs
                 progress("loading the source model")
-                model = ModelSource.from_manifest(manifest["source"]).load()
+                model = ModelSource.from_manifest(manifest.source).load()
         if not sessions:
             raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
         runners = {v: COMPARISONS[v](model) for v in cfg.vs}
@@ -486,7 +522,7 @@ def lm_train(cfg, run: str | Path, *, resume: bool = False, progress: bool = Tru
 
 def lm_compare(run_a: str | Path, run_b: str | Path, *, json_out: str | None = None, plot: str | None = None) -> dict:
     """Control-run check: Pearson of the loss curves, max/mean |Δloss|, final |Δparam|, tokens/s ratio (B/A)."""
-    from .artifact import write_json_atomic
+    from .fsio import write_json_atomic
     from .train.compare import compare_runs, plot_compare
 
     r = compare_runs(run_a, run_b)
@@ -499,7 +535,7 @@ def lm_compare(run_a: str | Path, run_b: str | Path, *, json_out: str | None = N
 
 
 def lm_eval(run: str | Path, corpus: str | Path, *, corpus_format: str = "auto", json_out: str | None = None) -> dict:
-    from .artifact import write_json_atomic
+    from .fsio import write_json_atomic
     from .train.compare import eval_run
 
     r = eval_run(run, corpus, corpus_format)

@@ -11,9 +11,9 @@ import numpy as np
 import torch
 
 from .artifact import find_artifacts, load_session
-from .backends.base import feeds_of
+from .runtimes.base import feeds_of
 from .bench import summarize
-from .runtime import BucketRouter
+from .router import BucketRouter
 from .verify import softmax_dev
 
 Runner = Callable[[dict], np.ndarray]
@@ -81,7 +81,7 @@ def bench_artifacts(artifacts_root: Path, model_dir: Path, data: Path, runs: int
     sessions, shapes = {}, None
     for art in find_artifacts(artifacts_root):
         manifest, sess = load_session(art)
-        sessions[manifest["backend"]["name"]] = sess
+        sessions[manifest.runtime.name] = sess
         shapes = sess.shapes
     runners: dict[str, Runner] = {"eager": eager_runner(model)}
     runners.update({n: s.run for n, s in sessions.items()})

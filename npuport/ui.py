@@ -41,3 +41,34 @@ class Progress:
 
 def silent(_message: str) -> None:
     pass
+
+
+class StepBar:
+    """The one step progress bar (LM and detector training): rich on a TTY, a plain line every ~10% elsewhere."""
+
+    def __init__(self, label: str, total: int, done: int = 0, enabled: bool = True):
+        self.label, self.total, self.done = label, total, done
+        self.enabled = enabled
+        self.tty = enabled and sys.stderr.isatty()
+        self.every = max(1, total // 10)
+        self.t0 = time.perf_counter()
+        if self.tty:
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+            from rich.progress import Progress as RichProgress
+
+            self.p = RichProgress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
+                                  TimeRemainingColumn(), transient=False)
+            self.p.start()
+            self.task = self.p.add_task("", total=total, completed=done)
+
+    def update(self, done: int, description: str) -> None:
+        self.done = done
+        if self.tty:
+            self.p.update(self.task, completed=done, description=description)
+        elif self.enabled and (done % self.every == 0 or done == self.total):
+            print(f"[{time.perf_counter() - self.t0:7.1f}s] {self.label} {done}/{self.total}  {description}",
+                  file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.tty:
+            self.p.stop()

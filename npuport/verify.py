@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .backends.base import Session, feeds_of
+from .runtimes.base import Session, feeds_of
 from .models.detector import Detector
-from .runtime import BucketRouter
+from .router import BucketRouter
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ def eval_jsonl(tmp_path_factory):
 def artifacts(tiny_model_dir, tmp_path_factory):
     """A ported tiny detector (ONNX Runtime, buckets 16/32/64) with its tokenizer: what `serve` serves in tests."""
     from npuport.api import ModelSource, PortConfig, port
-    from npuport.backends import ShapeSpec
+    from npuport.runtimes import ShapeSpec
 
     out = tmp_path_factory.mktemp("serve") / "out"
     port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), backends=("onnxruntime",),

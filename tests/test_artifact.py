@@ -7,7 +7,7 @@ import pytest
 
 from npuport.api import ModelSource, PortConfig, port
 from npuport.artifact import check_files, check_source, load_session, read_manifest
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.errors import ArtifactError
 
 
@@ -28,10 +28,10 @@ def copy(artifact, tmp_path):
 
 def test_clean_artifact_loads(copy):
     manifest, session = load_session(copy)
-    assert manifest["backend"]["name"] == "onnxruntime"
-    for key in ("source", "precision", "shape_spec", "capture", "files", "parity", "backend", "device"):
-        assert key in manifest
-    assert manifest["capture"]["proof"]["trace"]["max_abs_diff"] == 0.0
+    assert manifest.runtime.name == "onnxruntime"
+    for key in ("source", "precision", "shape_spec", "capture", "files", "parity", "runtime", "device"):
+        assert key in manifest.to_json()
+    assert manifest.capture["proof"]["trace"]["max_abs_diff"] == 0.0
 
 
 def test_flipped_byte_is_refused(copy):

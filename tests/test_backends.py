@@ -7,10 +7,10 @@ import torch
 
 from npuport.api import ModelSource, PortConfig, VerifyConfig, port, verify
 from npuport.artifact import load_session
-from npuport.backends import ShapeSpec, backend_names, get_backend
-from npuport.backends.base import feeds_of
+from npuport.runtimes import ShapeSpec, get_runtime as get_backend, runtime_names as backend_names
+from npuport.runtimes import feeds_of
 from npuport.models.detector import load_detector
-from npuport.runtime import BucketRouter
+from npuport.router import BucketRouter
 from npuport.verify import eager_logits
 
 # Every registered backend must appear here; test_every_backend_has_a_parity_test enforces it.
@@ -19,7 +19,7 @@ SHAPES = ShapeSpec(batch_sizes=(1, 3), buckets=(16, 40))
 
 
 def test_every_backend_has_a_parity_test():
-    missing = set(backend_names()) - set(PARITY_TESTED)
+    missing = set(backend_names(ports=True)) - set(PARITY_TESTED)
     assert not missing, f"registered backends without a parity test: {missing}"
 
 
@@ -57,7 +57,7 @@ def test_router_at_uncompiled_lengths(ported, tiny_model_dir, name):
     g = np.random.default_rng(0)
     lengths = [3, 9, 16, 17, 33, 40, 2, 25]  # 7 rows of bucket 40 -> batches 3+3+1
     rows = [np.concatenate([[2], g.integers(10, model.config.vocab_size, n - 2), [3]]) for n in lengths]
-    router = BucketRouter(session.shapes, manifest["pad_token_id"])
+    router = BucketRouter(session.shapes, manifest.pad_token_id)
     routed = router.run(session, rows)
     ref = eager_logits(model, rows)
     torch.testing.assert_close(torch.from_numpy(routed.logits), torch.from_numpy(ref), rtol=1e-4, atol=1e-5)

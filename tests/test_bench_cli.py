@@ -5,7 +5,7 @@ import json
 import pytest
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
-from npuport.backends import ShapeSpec
+from npuport.runtimes import ShapeSpec
 from npuport.cli import main
 from npuport.errors import ConfigError
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from npuport.backends.base import ShapeSpec
+from npuport.spec import ShapeSpec
 from npuport.models.detector import build_preset
 from npuport.static.capture import capture, make_probes, prove
 

@@ -32,13 +32,13 @@ def test_doctor_json():
     res = run("doctor", "--json")
     assert res.returncode == 0
     info = json.loads(res.stdout)
-    assert info["backends"]["onnxruntime"]["available"]
-    assert not info["backends"]["rbln"]["available"] and "pip install" in info["backends"]["rbln"]["reason"]
+    assert info["runtimes"]["onnxruntime"]["available"]
+    assert not info["runtimes"]["rbln"]["available"] and "pip install" in info["runtimes"]["rbln"]["reason"]
 
 
 def test_unknown_backend(tmp_path):
     one_line_error(run("port", "--preset", "tiny-bert", "--random-init", "--backend", "tensorflow", "-o", str(tmp_path / "o")),
-                   "unknown backend 'tensorflow'", "onnxruntime")
+                   "unknown runtime 'tensorflow'", "onnxruntime")
 
 
 def test_unknown_preset(tmp_path):

@@ -63,7 +63,7 @@ def test_lost_worker_resumes_from_checkpoint_with_same_result(tmp_path, sync):
     launch(cfg, DistConfig(workers=2, sync=sync, inner_steps=5), tmp_path / "ok")
     cmd = [sys.executable, "-m", "npuport.cli", "-q", "lm", "train", "--demo-corpus", "--preset", "tiny", "--backend",
            "onnxruntime", "--threads", "1", "--steps", "10", "--batch", "8", "--seq-len", "32", "--lr", "3e-3",
-           "--warmup", "3", "--eval-every", "5", "--ckpt-every", "5", "--workers", "2", "--sync", sync,
+           "--warmup-steps", "3", "--eval-every", "5", "--ckpt-every", "5", "--workers", "2", "--sync", sync,
            "--inner-steps", "5", "--max-restarts", "5", "-o", str(tmp_path / "killed")]
     env = {**os.environ, FAULT_ENV: "1:8", "NPUPORT_DIST_TIMEOUT": "60"}
     proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -87,7 +87,7 @@ def test_lost_worker_resumes_from_checkpoint_with_same_result(tmp_path, sync):
 
 def test_cli_distributed_and_errors(tmp_path, capsys):
     base = ["-q", "lm", "train", "--demo-corpus", "--preset", "tiny", "--backend", "onnxruntime", "--steps", "4",
-            "--batch", "6", "--seq-len", "32", "--warmup", "1"]
+            "--batch", "6", "--seq-len", "32", "--warmup-steps", "1"]
     assert main([*base, "--workers", "2", "--sync", "diloco", "--inner-steps", "2", "-o", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
     assert "diloco × 2 workers" in out and "MB sent per worker" in out

@@ -76,7 +76,7 @@ def test_run_directory_guards(tmp_path):
 
 def test_cli_train_compare_eval_sample(tmp_path, capsys):
     common = ["-q", "lm", "train", "--demo-corpus", "--preset", "tiny", "--steps", "12", "--batch", "4", "--seq-len", "32",
-              "--warmup", "2", "--eval-every", "6", "--ckpt-every", "6"]
+              "--warmup-steps", "2", "--eval-every", "6", "--ckpt-every", "6"]
     assert main([*common, "--backend", "eager", "-o", str(tmp_path / "eager")]) == 0
     assert main([*common, "--backend", "openvino", "--npu-friendly", "-o", str(tmp_path / "ov")]) == 0
     out = capsys.readouterr().out

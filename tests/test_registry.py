@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from npuport.backends import backend_names, get_backend
+from npuport.runtimes import get_runtime as get_backend, runtime_names as backend_names
 from npuport.errors import ConfigError
 from npuport.registry import Registry
 
@@ -26,18 +26,18 @@ def test_builtin_backends():
 
 
 def test_entry_point_plugin(tmp_path):
-    """A package that declares `npuport.backends` in its entry points shows up in the registry (and in doctor)."""
+    """A package that declares `npuport.runtimes` in its entry points shows up in the registry (and in doctor)."""
     (tmp_path / "myplug.py").write_text(textwrap.dedent('''
-        from npuport.backends.onnxruntime import OnnxRuntimeBackend
-        class MyBackend(OnnxRuntimeBackend):
+        from npuport.runtimes.onnxruntime import OnnxRuntime
+        class MyBackend(OnnxRuntime):
             name = "my-npu"
             description = "plugin test backend"
     '''))
     dist = tmp_path / "myplug-0.1.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: myplug\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[npuport.backends]\nmy-npu = myplug:MyBackend\n")
-    code = "from npuport.backends import backend_names; print(backend_names())"
+    (dist / "entry_points.txt").write_text("[npuport.runtimes]\nmy-npu = myplug:MyBackend\n")
+    code = "from npuport.runtimes import runtime_names; print(runtime_names())"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**__import__("os").environ, "PYTHONPATH": str(tmp_path)})
     assert res.returncode == 0, res.stderr

@@ -15,10 +15,10 @@ import torch
 
 from npuport.models.lm import build_lm, preset_config
 from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
-from npuport.train.engines import TRAIN_BACKENDS
+from npuport.train.runner import open_step_runner, training_runtimes
 from npuport.train.step import GATHER_LIKE, OptimConfig
 
-GRAPH_BACKENDS = [b for b in TRAIN_BACKENDS.names() if not b.startswith("eager")]
+GRAPH_BACKENDS = [b for b in training_runtimes() if not b.startswith("eager")]
 BATCH, SEQ, LR = 4, 32, 1e-3
 
 
@@ -31,7 +31,7 @@ def data():
 
 def make(backend, vocab, tmp, *, form="fused", gather_free=False):
     model = build_lm(preset_config("tiny", vocab.size), seed=1)
-    return TRAIN_BACKENDS.get(backend)(model, OptimConfig(), batch=BATCH, seq_len=SEQ, form=form,
+    return open_step_runner(backend, model, OptimConfig(), batch=BATCH, seq_len=SEQ, form=form,
                                        gather_free=gather_free, workdir=tmp, threads=2)
 
 
@@ -128,10 +128,10 @@ def test_tier1_standard_graph_large_batch_multithreaded(backend, data, tmp_path)
     vocab, _ = data
     batches = Batches(encode_documents(read_documents(DEMO_CORPUS), vocab), 16, 128, seed=5)
     model = build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1)
-    r = TRAIN_BACKENDS.get(backend)(model, OptimConfig(), batch=16, seq_len=128, form="split", workdir=tmp_path, threads=2)
+    r = open_step_runner(backend, model, OptimConfig(), batch=16, seq_len=128, form="split", workdir=tmp_path, threads=2)
     assert "ScatterND" not in r.graphs["grad"]["op_types"]
-    ref = TRAIN_BACKENDS.get("eager")(build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1), OptimConfig(),
-                                      batch=16, seq_len=128)
+    ref = open_step_runner("eager", build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1), OptimConfig(),
+                           batch=16, seq_len=128)
     x, y = batches.get(1)
     _, ref_grads = ref.grad(x, y)
     first = [g.copy() for g in r.grad(x, y)[1]]

@@ -17,7 +17,8 @@ from typing import Callable
 import numpy as np
 
 from .. import __version__
-from ..artifact import machine, write_json_atomic
+from ..fsio import atomic_write, write_json_atomic
+from ..machine import machine
 from ..errors import ConfigError
 
 DEMO_VERSION = 1  # bump when the generator or recipe changes: cached demo models are then rebuilt
@@ -99,7 +100,7 @@ class DemoConfig:
 
 def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> dict:
     from ..api import ModelSource, PortConfig, port
-    from ..backends import ShapeSpec, backend_names, get_backend
+    from ..runtimes import ShapeSpec, get_runtime, runtime_names
     from .evaluate import EvalConfig, evaluate
 
     t0 = time.perf_counter()
@@ -115,7 +116,8 @@ def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: boo
     model_dir, test = root / "model", root / "data" / "test.jsonl"
     progress("evaluating the detector on the test split (unseen personas)")
     metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(out / "plots")))
-    names = cfg.backends or tuple(b for b in backend_names() if b not in ("eager",) and get_backend(b).available()[0])
+    names = cfg.backends or tuple(b for b in runtime_names(ports=True)
+                                  if get_runtime(b).executes == "executes" and b != "eager" and get_runtime(b).available()[0])
     progress(f"porting to {', '.join(names)} with buckets {list(cfg.buckets)}")
     port_report = port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out / "artifacts"), backends=names,
                                   shapes=ShapeSpec(batch_sizes=(1,), buckets=cfg.buckets), eval_data=str(test)), progress)
@@ -139,5 +141,5 @@ def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: boo
     write_json_atomic(out / "report.json", report)
     from ..report import demo_markdown
 
-    (out / "report.md").write_text(demo_markdown(report), encoding="utf-8")
+    atomic_write(out / "report.md", demo_markdown(report))
     return report

@@ -42,7 +42,7 @@ def evaluate(cfg: EvalConfig) -> dict:
     if cfg.plots_dir:
         m["plots"] = plot_eval(labels, probs, Path(cfg.plots_dir), m)
     if cfg.json_out:
-        from ..artifact import write_json_atomic
+        from ..fsio import write_json_atomic
 
         write_json_atomic(Path(cfg.json_out), m)
     return m

@@ -278,7 +278,7 @@ def build_dataset(seed: int = 0, per_persona: int = 60, procedural: int = 1500, 
 
 def write_dataset(out: str | Path, seed: int = 0, per_persona: int = 60, procedural: int = 1500) -> dict:
     """Write train/val/test JSONL + stats.json; returns the stats (size, balance, kinds, personas per split)."""
-    from ..artifact import write_json_atomic
+    from ..fsio import write_json_atomic
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)

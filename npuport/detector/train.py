@@ -20,9 +20,11 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..fsio import atomic_write, replace_dir, write_json_atomic
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
 from .data import Example, encode, load_examples
 from .metrics import best_threshold, classification_metrics
+from ..ui import StepBar
 
 CKPT = "checkpoint"
 
@@ -127,13 +129,7 @@ def _save_checkpoint(out: Path, model: Detector, tokenizer, opt: torch.optim.Opt
             tensors[f"{idx}.{k}"] = v.detach().clone().contiguous() if torch.is_tensor(v) else torch.tensor(v)
     save_file(tensors, str(tmp / "optimizer.safetensors"))
     (tmp / "trainer_state.json").write_text(json.dumps({**state, "param_groups": osd["param_groups"]}, indent=1))
-    final = out / CKPT
-    old = out / f".{CKPT}.old"
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)  # the checkpoint appears whole or not at all
-    shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp, out / CKPT)  # the checkpoint appears whole or not at all
 
 
 def _load_checkpoint(out: Path, opt: torch.optim.Optimizer) -> dict:
@@ -206,9 +202,9 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
         mpath = out / "metrics.jsonl"
         if mpath.exists():
             kept = [l for l in mpath.read_text().splitlines() if l.strip() and json.loads(l)["epoch"] <= state["epoch"]]
-            mpath.write_text("".join(k + "\n" for k in kept))
+            atomic_write(mpath, "".join(k + "\n" for k in kept))
     t0 = time.perf_counter()
-    bar = _bar(show_bar, total, state["step"])
+    bar = StepBar("training", total, state["step"], enabled=show_bar)
     for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
         if state["bad_epochs"] >= cfg.patience:
             break
@@ -227,7 +223,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
             sched.step()
             state["step"] += 1
             losses.append(loss.item())
-            bar.update(loss.item())
+            bar.update(state["step"], f"loss {loss.item():.4f}")
         rec = {"epoch": epoch, "step": state["step"], "train_loss": float(np.mean(losses)), "lr": sched.get_last_lr()[0]}
         if val_rows is not None:
             probs = predict_probs(model, val_rows, pad_id)
@@ -254,7 +250,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     summary = {"epochs_run": state["epoch"], "best_epoch": state["best_epoch"], "best_val_f1": state["best_f1"],
                "threshold": state["threshold"], "steps": state["step"], "seconds": round(time.perf_counter() - t0, 1),
                "train_rows": len(rows), "val_rows": len(val_rows) if val_rows else 0, "history": state["history"]}
-    (out / "train_summary.json").write_text(json.dumps(summary, indent=1))
+    write_json_atomic(out / "train_summary.json", summary)
     return summary
 
 
@@ -262,33 +258,4 @@ def _atomic_model(path: Path, model: Detector, tokenizer) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, tokenizer=tokenizer)
-    old = path.with_name(f".{path.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if path.exists():
-        os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-class _bar:
-    """A rich progress bar with the running loss (silent when disabled or not a TTY)."""
-
-    def __init__(self, enabled: bool, total: int, done: int):
-        import sys
-
-        self.p = None
-        if enabled and sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.p = Progress(TextColumn("training"), BarColumn(), MofNCompleteColumn(), TextColumn("loss {task.fields[loss]}"),
-                              TimeRemainingColumn(), transient=True)
-            self.p.start()
-            self.task = self.p.add_task("train", total=total, completed=done, loss="—")
-
-    def update(self, loss: float) -> None:
-        if self.p:
-            self.p.update(self.task, advance=1, loss=f"{loss:.4f}")
-
-    def close(self) -> None:
-        if self.p:
-            self.p.stop()
+    replace_dir(tmp, path)

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, ModelLoadError
+from ..fsio import atomic_write, save_with
 from ..registry import Registry
 
 log = logging.getLogger(__name__)
@@ -98,11 +99,9 @@ class Detector(nn.Module):
         cfg = self.backbone.config.to_dict()
         cfg[DETECTOR_KEY] = self.spec.to_json()
         cfg["architectures"] = ["NpuportPersonaDetector"]
-        _atomic_write_text(out / CONFIG_NAME, json.dumps(cfg, indent=2, sort_keys=True))
+        atomic_write(out / CONFIG_NAME, json.dumps(cfg, indent=2, sort_keys=True))
         state = {k: v.detach().contiguous() for k, v in self.state_dict().items()}
-        tmp = out / (WEIGHTS_NAME + ".tmp")
-        save_file(state, str(tmp), metadata={"format": "pt", "npuport": "detector"})
-        os.replace(tmp, out / WEIGHTS_NAME)
+        save_with(out / WEIGHTS_NAME, lambda tmp: save_file(state, str(tmp), metadata={"format": "pt", "npuport": "detector"}))
         if tokenizer is not None:
             tokenizer.save_pretrained(str(out))
         return out
@@ -110,12 +109,6 @@ class Detector(nn.Module):
     @classmethod
     def from_pretrained(cls, directory: str | os.PathLike) -> "Detector":
         return load_detector(directory)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 _BACKBONE_PREFIXES = ("model.", "bert.", "roberta.", "distilbert.", "encoder_model.")

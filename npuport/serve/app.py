@@ -219,7 +219,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
         results = [{"deviation_probability": float(p), "label": eng.labels[1] if p >= eng.threshold else eng.labels[0],
                     "threshold": eng.threshold, "bucket": int(b), "truncated": x.truncated}
                    for p, b, x in zip(probs, buckets, enc)]
-        out = {"model": eng.manifest["source"]["sha256"][:16], "backend": eng.manifest["backend"]["name"],
+        out = {"model": eng.manifest.source["sha256"][:16], "backend": eng.manifest.runtime.name,
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
         return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]})
 

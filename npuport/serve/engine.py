@@ -19,7 +19,7 @@ from ..artifact import find_artifacts, load_session, read_manifest
 from ..detector.data import Example, encode
 from ..errors import ConfigError
 from ..models.detector import load_tokenizer
-from ..runtime import BucketRouter
+from ..router import BucketRouter
 from ..verify import softmax_dev
 
 
@@ -41,7 +41,7 @@ class Engine:
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
         arts = find_artifacts(artifact_dir)
         if backend:
-            arts = [a for a in arts if read_manifest(a)["backend"]["name"] == backend]
+            arts = [a for a in arts if read_manifest(a).runtime.name == backend]
             if not arts:
                 raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
         art = arts[0]
@@ -50,24 +50,25 @@ class Engine:
         self.tokenizer = load_tokenizer(art / "tokenizer") if (art / "tokenizer").is_dir() else None
         if self.tokenizer is None:
             raise ConfigError(f"{art} has no tokenizer: port a model directory that includes its tokenizer files")
-        self.router = BucketRouter(self.session.shapes, self.manifest["pad_token_id"])
-        self.threshold = float(threshold if threshold is not None else self.manifest["detector"]["threshold"])
+        self.router = BucketRouter(self.session.shapes, self.manifest.pad_token_id)
+        self.threshold = float(threshold if threshold is not None else self.manifest.threshold)
         if not 0.0 < self.threshold < 1.0:
             raise ConfigError(f"--threshold {self.threshold} must be in (0, 1)")
         self.truncate, self.reject_long = truncate, reject_long
-        self.labels = self.manifest["outputs"][0]["labels"]
+        self.labels = self.manifest.labels
 
     def model_card(self) -> dict:
         m = self.manifest
         return {
-            "model_sha256": m["source"]["sha256"], "source": m["source"], "backend": m["backend"]["name"],
-            "backend_versions": m["backend"].get("versions", {}), "device": m["device"], "precision": m["precision"],
+            "model_sha256": m.source["sha256"], "source": m.source, "backend": m.runtime.name, "runtime": m.runtime.name,
+            "executes": m.runtime.executes, "backend_versions": m.runtime.versions, "device": m.device,
+            "precision": m.precision,
             "buckets": sorted({t for _, t in self.session.shapes}), "batch_sizes": sorted({b for b, _ in self.session.shapes}),
             "threshold": self.threshold, "labels": self.labels,
-            "proof": {k: v.get("max_abs_diff") for k, v in m["capture"]["proof"].items()},
+            "proof": {k: v.get("max_abs_diff") for k, v in m.capture["proof"].items()},
             "parity": {k: {f: v[f] for f in ("max_abs_logit_diff", "max_abs_prob_diff", "decision_agreement", "n")}
-                       for k, v in m.get("parity", {}).items()},
-            "npuport_version": m["npuport_version"],
+                       for k, v in m.parity.items()},
+            "npuport_version": m.npuport_version,
         }
 
     def encode(self, items: list[Example]) -> list[Encoded]:

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
+from ..fsio import save_with
 from .data import Batches, CharVocab, encode_documents, read_documents
 from .loop import TrainConfig, evaluate, latest_checkpoint, load_run_model, read_metrics, read_run
 
@@ -91,7 +92,11 @@ def eval_run(run: str | Path, corpus: str | Path, corpus_format: str = "auto", b
             "unknown_characters": unknown, "val_loss": loss, "bpc": loss / math.log(2)}
 
 
-SAMPLE_BACKENDS = ("eager", "onnxruntime")
+def sample_backends() -> list[str]:
+    """eager, plus every runtime that runs standard-ONNX graphs (from the registry)."""
+    from ..runtimes import runtime_names
+
+    return ["eager", *runtime_names(runs_graphs=True)]
 
 
 @torch.no_grad()
@@ -101,8 +106,8 @@ def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: floa
 
     The static-graph backend runs one [1, seq_len] forward graph: the prompt is right-padded and the next
     character is read at the last real position (causal attention makes the padding invisible to it)."""
-    if backend not in SAMPLE_BACKENDS:
-        raise ConfigError(f"sampling backend {backend!r}: choose one of {', '.join(SAMPLE_BACKENDS)}")
+    if backend not in sample_backends():
+        raise ConfigError(f"sampling backend {backend!r}: choose one of {', '.join(sample_backends())}")
     if temperature < 0:
         raise ConfigError(f"--temperature {temperature}: must be >= 0 (0 = greedy)")
     if tokens < 1:
@@ -112,7 +117,7 @@ def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: floa
         raise ConfigError("--prompt is empty; give at least one character")
     ids = list(vocab.encode(prompt, policy="error"))  # characters outside the vocabulary: clear DataError
     T = cfg.seq_len
-    forward = _forward_fn(model, backend, T)
+    forward = _forward_fn(model, backend, T, Path(run))
     gen = torch.Generator().manual_seed(seed)
     for _ in range(tokens):
         window = ids[-T:]
@@ -129,25 +134,28 @@ def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: floa
     return vocab.decode(ids)
 
 
-def _forward_fn(model, backend: str, T: int):
+def _forward_fn(model, backend: str, T: int, run: Path):
     if backend == "eager":
         return lambda w: model(torch.tensor([w]))[0, -1].float()
-    import tempfile
+    from ..runtimes import Graph, get_runtime
 
-    import onnxruntime as ort
-
-    x = torch.zeros(1, T, dtype=torch.long)
-    path = Path(tempfile.mkdtemp(prefix="npuport-sample-")) / "forward.onnx"
-    prog = torch.onnx.export(model, (x,), dynamo=True, input_names=["x"], output_names=["logits"], verbose=False)
-    prog.save(str(path))
-    so = ort.SessionOptions()
-    so.log_severity_level = 3
-    sess = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    runtime = get_runtime(backend)
+    runtime.require()
+    # One [1, T] forward graph per checkpoint, cached in the run (keyed by the weights' step) and reused by later calls.
+    step = latest_checkpoint(run)[0]
+    graphs = run / "graphs" / "sample"
+    path = graphs / f"forward_T{T}_step{step}.onnx"
+    if not path.is_file():
+        x = torch.zeros(1, T, dtype=torch.long)
+        prog = torch.onnx.export(model, (x,), dynamo=True, input_names=["x"], output_names=["logits"], verbose=False)
+        graphs.mkdir(parents=True, exist_ok=True)
+        save_with(path, lambda tmp: prog.save(str(tmp)))
+    example = (torch.zeros(1, T, dtype=torch.long),)
+    ex = runtime.open_graph(Graph(onnx=path, workdir=graphs, name=path.stem, fx=lambda: (model, example)))
 
     def fwd(w):
         buf = np.zeros((1, T), np.int64)
         buf[0, : len(w)] = w
-        return torch.from_numpy(sess.run(None, {"x": buf})[0][0, len(w) - 1])
+        return torch.from_numpy(np.asarray(ex.run({"x": buf})[0])[0, len(w) - 1])
 
     return fwd
-

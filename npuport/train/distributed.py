@@ -33,12 +33,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..artifact import machine, write_json_atomic
+from ..fsio import save_with, write_json_atomic, write_lines_atomic
+from ..machine import machine
 from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
 from .data import Batches, CharVocab
-from .loop import (CKPT_DIR, TrainConfig, _load_params, _prepare_run, _write_lines, evaluate, load_corpus, lr_at,
-                   model_config, read_metrics, read_run)
+from .loop import (CKPT_DIR, TrainConfig, _load_params, _prepare_run, evaluate, load_corpus, lr_at, model_config,
+                   read_metrics, read_run)
+from .runner import open_step_runner
 
 SYNCS = ("allreduce", "diloco")
 COMMIT = "COMMIT"
@@ -82,10 +84,8 @@ def _save_rank(run: Path, step: int, rank: int, tensors: dict[str, torch.Tensor]
 
     d = run / CKPT_DIR / f"step_{step:08d}"
     d.mkdir(parents=True, exist_ok=True)
-    path = d / f"rank_{rank}.safetensors"
-    tmp = d / f".rank_{rank}.tmp{os.getpid()}"
-    save_file({k: v.detach().contiguous() for k, v in tensors.items()}, str(tmp), metadata={"step": str(step)})
-    os.replace(tmp, path)
+    flat = {k: v.detach().contiguous() for k, v in tensors.items()}
+    save_with(d / f"rank_{rank}.safetensors", lambda tmp: save_file(flat, str(tmp), metadata={"step": str(step)}))
 
 
 def _load_rank(run: Path, step: int, rank: int) -> dict[str, torch.Tensor]:
@@ -157,13 +157,18 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
     shard = cfg.batch // world
     rows = slice(rank * shard, (rank + 1) * shard)
     train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
-    from .engines import TRAIN_BACKENDS
-
     form = "split" if dcfg.sync == "allreduce" else "fused"
-    runner = TRAIN_BACKENDS.get(cfg.backend)(
-        model, cfg.optim, batch=shard, seq_len=cfg.seq_len, form=form, gather_free=cfg.npu_friendly,
-        workdir=run / "graphs" / f"rank_{rank}", threads=1,
-    )
+
+    def make_runner():
+        # Every rank runs the same graph: rank 0 exports it into graphs/, the others reuse that file (a file whose
+        # key or hash does not match is exported again). Compiled forms (AOTInductor packages) stay per rank.
+        return open_step_runner(cfg.backend, model, cfg.optim, batch=shard, seq_len=cfg.seq_len, form=form,
+                                gather_free=cfg.npu_friendly, workdir=run / "graphs",
+                                compiled_dir=run / "graphs" / f"rank_{rank}", threads=1)
+
+    runner = make_runner() if rank == 0 else None
+    dist.barrier()
+    runner = runner or make_runner()
     shapes = [s.shape for s in runner.fns.slots]
     n = len(shapes)
     global_p = _flat(runner.get_state()[0]).clone()  # DiLoCo's θ_global
@@ -179,7 +184,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         bytes_sent = int(st["bytes_sent"].item())
     metrics_path = run / "metrics.jsonl"
     if rank == 0:
-        _write_lines(metrics_path, [m for m in read_metrics(run) if m["step"] <= start])
+        write_lines_atomic(metrics_path, [m for m in read_metrics(run) if m["step"] <= start])
     val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
     eval_model = build_lm(mcfg, seed=cfg.seed).eval()
     fault = os.environ.get(FAULT_ENV, "")

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,11 +22,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..artifact import machine, write_json_atomic
+from ..fsio import save_with, write_json_atomic, write_lines_atomic
+from ..machine import machine, peak_rss_mb, versions
+from ..ui import StepBar
 from ..errors import ConfigError, DataError
 from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
 from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
-from .engines import TRAIN_BACKENDS
+from .runner import open_step_runner, training_runtimes
 from .step import FORMS, OptimConfig
 
 RUN_FORMAT = 1
@@ -68,7 +68,9 @@ class TrainConfig:
             raise ConfigError(f"--form {self.form!r}: choose one of {', '.join(FORMS)}")
         if self.corpus_format not in FORMATS:
             raise ConfigError(f"--corpus-format {self.corpus_format!r}: choose one of {', '.join(FORMATS)}")
-        TRAIN_BACKENDS.get(self.backend)  # unknown backend -> ConfigError listing the known ones
+        known = training_runtimes()
+        if self.backend not in known:
+            raise ConfigError(f"--backend {self.backend!r} cannot train; runtimes that can: {', '.join(known)}")
 
     def identity(self) -> dict:
         """What must match to resume or to compare runs step for step (threads and backend may differ)."""
@@ -149,10 +151,8 @@ def save_checkpoint(run: Path, step: int, names: list[str], state) -> Path:
             tensors[f"{prefix}.{n}"] = t.detach().contiguous()
     path = _ckpt_path(run, step)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    save_file(tensors, str(tmp), metadata={"step": str(step), "format": f"npuport-lm-{RUN_FORMAT}"})
-    os.replace(tmp, path)  # atomic: a crash leaves the previous checkpoint intact
-    return path
+    # atomic and durable: a crash leaves the previous checkpoint intact
+    return save_with(path, lambda tmp: save_file(tensors, str(tmp), metadata={"step": str(step), "format": f"npuport-lm-{RUN_FORMAT}"}))
 
 
 def load_checkpoint(path: Path, names: list[str]):
@@ -277,8 +277,8 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     eval_model = build_lm(mcfg, seed=cfg.seed).eval()
 
     t0 = time.perf_counter()
-    runner = TRAIN_BACKENDS.get(cfg.backend)(
-        model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
+    runner = open_step_runner(
+        cfg.backend, model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
         workdir=run / "graphs", threads=threads,
     )
     setup_s = time.perf_counter() - t0
@@ -292,12 +292,12 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
             runner.set_state(*state, t=start)
         # drop metric lines past the checkpoint: the resumed steps will write them again, identically
         kept = [m for m in read_metrics(run) if m["step"] <= start]
-        _write_lines(metrics_path, kept)
+        write_lines_atomic(metrics_path, kept)
     elif metrics_path.exists():
         metrics_path.unlink()
 
     tokens = cfg.batch * cfg.seq_len
-    bar = _Bar(cfg.steps, start, enabled=progress)
+    bar = StepBar("train", cfg.steps, start, enabled=progress)
     step_times: list[float] = []
     loss = float("nan")
     val_loss = None
@@ -321,7 +321,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
             mf.flush()
             if step % cfg.ckpt_every == 0 or step == cfg.steps:
                 save_checkpoint(run, step, names, runner.get_state())
-            bar.update(step, loss, tokens / dt, val_loss)
+            bar.update(step, f"loss {loss:.4f}  {tokens / dt:,.0f} tok/s" + (f"  val {val_loss:.4f}" if val_loss is not None else ""))
             if on_step:
                 on_step(rec)
     bar.close()
@@ -333,7 +333,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
         "steps": cfg.steps, "resumed_from": start or None, "final_loss": loss, "val_loss": val_loss,
         "val_bpc": None if val_loss is None else val_loss / math.log(2),
         "tokens_per_s_median": round(tps, 1), "threads": threads, "n_params": count_parameters(model),
-        "peak_rss_mb": _peak_rss_mb(), "machine": machine(), "versions": _versions(),
+        "peak_rss_mb": peak_rss_mb(), "machine": machine(), "versions": versions(),
         "corpus": info["corpus"],
     }
     write_json_atomic(run / "manifest.json", manifest)
@@ -346,54 +346,6 @@ def _load_params(model, params):
             p.copy_(src)
 
 
-def _write_lines(path: Path, rows: list[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _peak_rss_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def _versions() -> dict:
-    out = {"torch": torch.__version__}
-    for mod in ("onnxruntime", "openvino", "onnx", "onnxscript"):
-        try:
-            out[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - optional
-            pass
-    return out
-
-
-class _Bar:
-    """rich progress bar on a TTY (loss, tokens/s, val loss); a plain line every ~10% elsewhere (CI logs)."""
-
-    def __init__(self, total: int, start: int, enabled: bool):
-        self.total, self.enabled = total, enabled
-        self.tty = enabled and sys.stderr.isatty()
-        self.every = max(1, total // 10)
-        self.t0 = time.perf_counter()
-        if self.tty:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-            self.p = Progress(TextColumn("train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.description}"),
-                              TimeRemainingColumn(), transient=False)
-            self.p.start()
-            self.task = self.p.add_task("", total=total, completed=start)
-
-    def update(self, step, loss, tps, val):
-        desc = f"loss {loss:.4f}  {tps:,.0f} tok/s" + (f"  val {val:.4f}" if val is not None else "")
-        if self.tty:
-            self.p.update(self.task, completed=step, description=desc)
-        elif self.enabled and (step % self.every == 0 or step == self.total):
-            print(f"[{time.perf_counter() - self.t0:7.1f}s] step {step}/{self.total}  {desc}", file=sys.stderr, flush=True)
-
-    def close(self):
-        if self.tty:
-            self.p.stop()
 
 
 __all__ = ["TrainConfig", "train", "lr_at", "load_corpus", "load_run_model", "read_metrics", "read_run",

@@ -1,6 +1,7 @@
 """openvino: one IR (model.xml + model.bin) converted from the adapted PyTorch module, reshaped per bucket at
 load. Weights are saved uncompressed for fp32 (ov.save_model compresses to fp16 by default: that would not be
-an fp32 artifact)."""
+an fp32 artifact). Also runs standard-ONNX graphs (training steps) with output tensors bound to the caller's
+buffers."""
 
 from __future__ import annotations
 
@@ -9,27 +10,31 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Backend, CompileSpec, Session
-from .registry import register_backend
+from .base import Executor, Graph, Runtime, Session
+from .registry import register_runtime
 
 OV_PRECISION = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
 
 
+def compile_config(precision: str = "fp32", threads: int | None = None) -> dict:
+    """The one place OpenVINO compile options are set. fp32 is pinned: the CPU plugin would otherwise pick bf16
+    on AVX512-BF16 machines."""
+    cfg = {"INFERENCE_PRECISION_HINT": OV_PRECISION[precision], "PERFORMANCE_HINT": "LATENCY"}
+    if threads:
+        cfg["INFERENCE_NUM_THREADS"] = int(threads)
+    return cfg
+
+
 class OvSession(Session):
-    def __init__(self, directory: Path, manifest: dict, threads: int | None = None):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
         import openvino as ov
 
         core = ov.Core()
         model = core.read_model(str(directory / "model.xml"))
-        opts = manifest["backend"].get("options", {})
-        threads = threads or opts.get("threads")
-        config = {"INFERENCE_PRECISION_HINT": OV_PRECISION[manifest["precision"]], "PERFORMANCE_HINT": "LATENCY"}
-        if threads:
-            config["INFERENCE_NUM_THREADS"] = int(threads)
-        device = manifest["device"].upper()
-        self.shapes = [tuple(s) for s in manifest["shapes"]]
+        config = compile_config(manifest.precision, threads or manifest.runtime.options.get("threads"))
+        device = manifest.device.upper()
+        self.shapes = manifest.shapes
         self.compiled, self.requests = {}, {}
-        self.execution_precision = None
         for b, t in self.shapes:
             m = model.clone() if len(self.shapes) > 1 else model
             m.reshape({m.inputs[0]: [b, t], m.inputs[1]: [b, t]})
@@ -46,13 +51,39 @@ class OvSession(Session):
         return np.array(req.get_output_tensor(0).data, dtype=np.float32)
 
 
-@register_backend
-class OpenVinoBackend(Backend):
+class OvExecutor(Executor):
+    def __init__(self, graph: Graph, threads: int | None):
+        import openvino as ov
+
+        core = ov.Core()
+        model = core.read_model(str(graph.onnx))
+        # symbolic dims (graph.dims) stay dynamic: OpenVINO's CPU plugin infers them per call
+        cm = core.compile_model(model, "CPU", compile_config("fp32", threads))
+        self.request = cm.create_infer_request()
+        self.input_names = [i.any_name for i in model.inputs]
+        self.output_names = [o.any_name for o in model.outputs]
+        self._ov = ov
+
+    def run(self, feeds):
+        res = self.request.infer([feeds[n] for n in self.input_names])
+        return [np.array(res[i]) for i in range(len(self.output_names))]
+
+    def run_into(self, inputs, outputs):
+        ov, req = self._ov, self.request
+        for i, a in enumerate(inputs):
+            req.set_input_tensor(i, ov.Tensor(a, shared_memory=True))
+        for i, a in enumerate(outputs):  # OpenVINO writes into our numpy buffers
+            req.set_output_tensor(i, ov.Tensor(a, shared_memory=True))
+        req.infer()
+
+
+@register_runtime
+class OpenVinoRuntime(Runtime):
     name = "openvino"
     sdk = "openvino"
     install_hint = "pip install openvino"
-    capture_method = "torch"
     description = "OpenVINO (CPU; GPU/NPU devices when present)"
+    compiles_from = ("torch", "onnx")
 
     def versions(self):
         import openvino as ov
@@ -68,7 +99,7 @@ class OpenVinoBackend(Backend):
         # A hint: on a CPU without native bf16/fp16 OpenVINO silently stays in f32; the manifest records what ran.
         return ("fp32", "bf16", "fp16")
 
-    def compile(self, captured, spec: CompileSpec, out: Path):
+    def compile(self, captured, spec, out: Path):
         import openvino as ov
 
         out.mkdir(parents=True, exist_ok=True)
@@ -86,6 +117,10 @@ class OpenVinoBackend(Backend):
         ov.save_model(model, str(out / "model.xml"), compress_to_fp16=(spec.precision == "fp16"))
         return {"format": "openvino-ir", "weights": "f16" if spec.precision == "fp16" else "f32"}
 
-    def load(self, directory: Path, manifest: dict) -> Session:
+    def open(self, directory: Path, manifest, threads=None) -> Session:
         self.require()
-        return OvSession(directory, manifest)
+        return OvSession(directory, manifest, threads)
+
+    def open_graph(self, graph: Graph, threads=None) -> Executor:
+        self.require()
+        return OvExecutor(graph, threads)

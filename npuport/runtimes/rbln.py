@@ -10,15 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Backend, CompileSpec, Session
-from .registry import register_backend
+from .base import Runtime, Session
+from .registry import register_runtime
 
 
 class RblnSession(Session):
-    def __init__(self, directory: Path, manifest: dict):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
         import rebel  # noqa: F401  (vendor SDK)
 
-        self.shapes = [tuple(s) for s in manifest["shapes"]]
+        self.shapes = manifest.shapes
         self.runtimes = {(b, t): rebel.Runtime(str(directory / f"model_{b}x{t}.rbln")) for b, t in self.shapes}
 
     def run(self, feeds):
@@ -27,13 +27,15 @@ class RblnSession(Session):
         return np.asarray(out[0] if isinstance(out, (list, tuple)) else out, dtype=np.float32)
 
 
-@register_backend
-class RblnBackend(Backend):
+@register_runtime
+class RblnRuntime(Runtime):
     name = "rbln"
     sdk = "rebel"
     install_hint = "pip install rebel-compiler  (Rebellions SDK; needs an ATOM device and the vendor's package index)"
-    capture_method = "torch"
+    compiles_from = ("torch",)
     devices = ("npu",)
+    runs_graphs = False  # the SDK compiles torch modules; training steps are not wired to it
+    trains = False
     description = "Rebellions ATOM NPU (vendor SDK, optional)"
 
     def versions(self):
@@ -44,7 +46,7 @@ class RblnBackend(Backend):
     def precisions(self, device):
         return ("fp16",)  # the ATOM compiler lowers to fp16 (the field report: logits within ~4e-2)
 
-    def compile(self, captured, spec: CompileSpec, out: Path):
+    def compile(self, captured, spec, out: Path):
         self.require()
         import rebel
 
@@ -56,6 +58,6 @@ class RblnBackend(Backend):
             compiled.save(str(out / f"model_{b}x{t}.rbln"))
         return {"format": "rbln"}
 
-    def load(self, directory: Path, manifest: dict) -> Session:
+    def open(self, directory: Path, manifest, threads=None) -> Session:
         self.require()
-        return RblnSession(directory, manifest)
+        return RblnSession(directory, manifest, threads)

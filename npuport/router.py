@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.base import Session, feeds_of
+from .runtimes.base import Session, feeds_of
 
 
 @dataclass

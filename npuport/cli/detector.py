@@ -1,0 +1,87 @@
+"""npuport detector train | eval | build-demo | make-data."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from .common import positive_int, progress
+
+
+def register(sub) -> None:
+    from ..models.detector import PRESETS
+
+    det = sub.add_parser("detector", help="persona-deviation detector: train, eval, build-demo, make-data")
+    dsub = det.add_subparsers(dest="detector_command", metavar="SUBCOMMAND")
+    dsub.required = True
+    t = dsub.add_parser("train", help="fine-tune a detector (AdamW, warmup+decay, early stopping on val F1)")
+    t.add_argument("--data", required=True, help="training JSONL/CSV {persona, user?, reply, label}")
+    t.add_argument("--val", help="validation JSONL/CSV (early stopping and threshold choice)")
+    g = t.add_mutually_exclusive_group(required=True)
+    g.add_argument("--init", help="start from this model directory (detector or HF encoder, with tokenizer)")
+    g.add_argument("--preset", choices=PRESETS.names(), help="random-init architecture (needs --tokenizer)")
+    t.add_argument("--tokenizer", help="directory with tokenizer files, for --preset")
+    t.add_argument("-o", "--out", required=True, help="run directory: model/, checkpoint/, metrics.jsonl")
+    t.add_argument("--epochs", type=positive_int, default=6)
+    t.add_argument("--lr", type=float, default=5e-4)
+    t.add_argument("--batch", type=positive_int, default=32)
+    t.add_argument("--max-len", type=positive_int, default=256)
+    t.add_argument("--patience", type=positive_int, default=2, help="epochs without val-F1 gain before stopping")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
+    e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
+    e.add_argument("model_dir")
+    e.add_argument("--data", required=True, help="labelled JSONL/CSV")
+    e.add_argument("--json", help="write metrics JSON here")
+    e.add_argument("--plots", help="directory for roc.png and reliability.png")
+    e.add_argument("--threshold", type=float, help="decision threshold (default: chosen on validation)")
+    b = dsub.add_parser("build-demo", help="train the small demo detector on the generated demo data (cached)")
+    b.add_argument("-o", "--out", help="directory (default: the npuport cache, reused by `npuport demo`)")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--force", action="store_true", help="rebuild even when a finished build exists")
+    mk = dsub.add_parser("make-data", help="write the seeded demo data set (train/val/test JSONL + stats.json)")
+    mk.add_argument("-o", "--out", required=True)
+    mk.add_argument("--seed", type=int, default=0)
+
+    det.set_defaults(func=run)
+
+
+def run(args) -> int:
+    sub = args.detector_command
+    prog = progress(args)
+    if sub == "train":
+        from ..detector.train import TrainConfig, train
+
+        cfg = TrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
+                          out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
+                          patience=args.patience, seed=args.seed, resume=args.resume)
+        s = train(cfg, prog, show_bar=not args.quiet)
+        print(f"best epoch {s['best_epoch']} · val F1 {s['best_val_f1']:.4f} · threshold {s['threshold']:.3f} · "
+              f"{s['seconds']} s · model: {os.path.join(args.out, 'model')}")
+        return 0
+    if sub == "eval":
+        from ..detector.evaluate import EvalConfig, evaluate
+
+        m = evaluate(EvalConfig(model_dir=args.model_dir, data=args.data, json_out=args.json, plots_dir=args.plots,
+                                threshold=args.threshold))
+        cm = m["confusion_matrix"]
+        print(f"n {m['n']} · F1 {m['f1']:.4f} · accuracy {m['accuracy']:.4f} · precision {m['precision']:.4f} · "
+              f"recall {m['recall']:.4f} · ROC-AUC {m['roc_auc']:.4f} · ECE {m['ece']:.4f} · threshold {m['threshold']:.3f}")
+        print(f"confusion: TN {cm['tn']} FP {cm['fp']} FN {cm['fn']} TP {cm['tp']}")
+        return 0
+    if sub == "build-demo":
+        from ..detector.demo import DemoBuildConfig, build_demo
+
+        with prog.live():
+            root = build_demo(DemoBuildConfig(out=args.out, seed=args.seed, force=args.force), prog, show_bar=not args.quiet)
+        b = json.loads((root / "build.json").read_text())
+        print(f"demo detector: {root / 'model'} · val F1 {b['train']['best_val_f1']:.4f} · built in {b['seconds']} s")
+        return 0
+    if sub == "make-data":
+        from ..detector.generate import write_dataset
+
+        stats = write_dataset(args.out, seed=args.seed)
+        for k, v in stats["splits"].items():
+            print(f"{k}: {v['rows']} rows, {v['personas']} personas, {v['deviation_fraction']:.0%} deviations, languages {v['languages']}")
+        return 0
+    raise AssertionError(sub)

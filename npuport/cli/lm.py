@@ -1,0 +1,125 @@
+"""npuport lm train | compare | eval | sample: the decoder LM trained on static-graph runtimes."""
+
+from __future__ import annotations
+
+import sys
+
+from .common import add_runtime_flag, positive_int
+
+
+def register(sub) -> None:
+    from ..models.lm import PRESETS as LM_PRESETS
+    from ..train.compare import sample_backends
+    from ..train.runner import training_runtimes
+    from ..train.step import FORMS
+
+    lm = sub.add_parser("lm", help="train a char-level decoder LM on static-graph runtimes; compare, eval, sample",
+                        description="Training on inference-only runtimes: the whole step (forward, backward, clipping, "
+                        "AdamW) is one standard-ONNX graph. Train on eager for the control run, compare the two.")
+    lsub = lm.add_subparsers(dest="lm_command", metavar="SUBCOMMAND")
+    lsub.required = True
+    t = lsub.add_parser("train", help="train from scratch (or --resume) on a backend; writes a run directory",
+                        epilog="Example: npuport lm train --demo-corpus --preset small --backend onnxruntime -o runs/ort")
+    src = t.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="text, TinyStories (<|endoftext|>-separated) or JSONL {\"text\"} file")
+    src.add_argument("--demo-corpus", action="store_true", help="the embedded stories (npuport/train/stories.txt)")
+    t.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
+    t.add_argument("--preset", default="small", choices=sorted(LM_PRESETS))
+    add_runtime_flag(t, multiple=False, default="onnxruntime", choices=training_runtimes(),
+                     help="runtime that runs the step; eager = PyTorch reference (the control run); default: onnxruntime")
+    t.add_argument("--steps", type=positive_int, default=500)
+    t.add_argument("--batch", type=positive_int, default=16)
+    t.add_argument("--seq-len", type=positive_int, default=128)
+    t.add_argument("--lr", type=float, default=1e-3, help="peak learning rate (warmup, then cosine to lr/10)")
+    t.add_argument("--warmup-steps", type=int, default=50, help="linear learning-rate warmup steps (default 50)")
+    t.add_argument("--seed", type=int, default=0, help="init and data order; equal seeds give comparable runs")
+    t.add_argument("--eval-every", type=positive_int, default=50)
+    t.add_argument("--ckpt-every", type=positive_int, default=100)
+    t.add_argument("--npu-friendly", action="store_true",
+                   help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
+    t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
+    t.add_argument("--threads", type=positive_int, help="runtime threads (default: torch's)")
+    t.add_argument("--resume", action="store_true", help="continue the run in -o from its last checkpoint")
+    dp = t.add_argument_group("distributed (torch.distributed, gloo; also runs under torchrun across machines)")
+    dp.add_argument("--workers", type=positive_int, help="start N worker processes on this machine (elastic launch)")
+    dp.add_argument("--sync", choices=("allreduce", "diloco"),
+                    help="allreduce: gradients averaged every step; diloco: H local steps, then averaged pseudo-gradients")
+    dp.add_argument("--inner-steps", type=positive_int, default=10, help="DiLoCo H (default 10)")
+    dp.add_argument("--outer-lr", type=float, default=0.7, help="DiLoCo outer Nesterov-SGD learning rate")
+    dp.add_argument("--outer-momentum", type=float, default=0.9)
+    dp.add_argument("--max-restarts", type=int, default=3, help="group restarts after a lost worker")
+    t.add_argument("-o", "--out", required=True, help="run directory (new or empty, or an existing run with --resume)")
+    c = lsub.add_parser("compare", help="loss-curve Pearson, max/mean |Δloss|, final |Δparam|, tokens/s ratio")
+    c.add_argument("run_a", help="reference run (usually eager)")
+    c.add_argument("run_b")
+    c.add_argument("--json", metavar="PATH", help="write the figures to this JSON file")
+    c.add_argument("--plot", help="write both loss curves and |Δloss| to this PNG")
+    e = lsub.add_parser("eval", help="validation loss and bits per character of a run on a corpus")
+    e.add_argument("run")
+    e.add_argument("--corpus", required=True)
+    e.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
+    e.add_argument("--json", metavar="PATH")
+    sm = lsub.add_parser("sample", help="generate text from a run's last checkpoint")
+    sm.add_argument("run")
+    sm.add_argument("--prompt", default="Once upon a time")
+    sm.add_argument("--tokens", type=positive_int, default=300)
+    sm.add_argument("--temperature", type=float, default=0.8)
+    sm.add_argument("--top-k", type=positive_int)
+    sm.add_argument("--seed", type=int, default=0)
+    add_runtime_flag(sm, multiple=False, default="eager", choices=sample_backends(),
+                     help="eager, or a runtime that runs the [1, seq_len] forward graph")
+    lm.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from .. import api
+
+    sub = args.lm_command
+    if sub == "train":
+        from ..train.loop import TrainConfig
+
+        cfg = TrainConfig(corpus="demo" if args.demo_corpus else args.corpus, corpus_format=args.corpus_format,
+                          preset=args.preset, backend=args.runtime, steps=args.steps, batch=args.batch,
+                          seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps, seed=args.seed,
+                          eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
+                          form=args.form, threads=args.threads)
+        if args.workers or args.sync:
+            from ..train.distributed import DistConfig, in_torchrun, launch, worker
+
+            dcfg = DistConfig(workers=args.workers or 1, sync=args.sync or "allreduce", inner_steps=args.inner_steps,
+                              outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, max_restarts=args.max_restarts)
+            if in_torchrun():  # launched by torchrun: this process is one rank
+                worker(cfg.to_json(), dcfg.to_json(), args.out, args.resume)
+                return 0
+            m = launch(cfg, dcfg, args.out, resume=args.resume)
+            print(f"{dcfg.sync} × {dcfg.workers} workers ({args.runtime}): {m['steps']} steps · loss {m['final_loss']:.4f} · "
+                  f"val loss {m['val_loss']:.4f} · {m['bytes_sent_per_worker'] / 1e6:,.1f} MB sent per worker · "
+                  f"{m['train_wall_s']} s · restarts {m['restarts']} · run: {args.out}")
+            return 0
+        r = api.lm_train(cfg, args.out, resume=args.resume, progress=not args.quiet)
+        m = r.manifest
+        val = f" · val loss {r.val_loss:.4f} ({m['val_bpc']:.3f} bpc)" if r.val_loss is not None else ""
+        print(f"{args.runtime}: {r.steps} steps · loss {r.final_loss:.4f}{val} · {r.tokens_per_s:,.0f} tokens/s · "
+              f"{m['n_params']:,} params · run: {args.out}")
+        return 0
+    if sub == "compare":
+        r = api.lm_compare(args.run_a, args.run_b, json_out=args.json, plot=args.plot)
+        extra = f" · final max|Δparam| {r['final_max_abs_param_diff']:.2e}" if "final_max_abs_param_diff" in r else ""
+        print(f"{r['backend_b']} vs {r['backend_a']}: {r['steps_compared']} steps · Pearson {r['pearson']:.6f} · "
+              f"max|Δloss| {r['max_abs_loss_diff']:.2e} · mean|Δloss| {r['mean_abs_loss_diff']:.2e} · final loss "
+              f"{r['final_loss_a']:.4f} / {r['final_loss_b']:.4f}{extra} · tokens/s {r['tokens_per_s_ratio']:.2f}×")
+        if r["config_differs"]:
+            print(f"note: the runs differ in {', '.join(r['config_differs'])}; curves are not expected to match",
+                  file=sys.stderr)
+        return 0
+    if sub == "eval":
+        r = api.lm_eval(args.run, args.corpus, corpus_format=args.corpus_format, json_out=args.json)
+        unk = f" · {r['unknown_characters']} characters outside the vocabulary" if r["unknown_characters"] else ""
+        print(f"step {r['step']} · val loss {r['val_loss']:.4f} · {r['bpc']:.4f} bpc · "
+              f"{r['tokens_evaluated']:,} tokens{unk}")
+        return 0
+    if sub == "sample":
+        print(api.lm_sample(args.run, args.prompt, tokens=args.tokens, temperature=args.temperature, seed=args.seed,
+                            backend=args.runtime, top_k=args.top_k))
+        return 0
+    raise AssertionError(sub)

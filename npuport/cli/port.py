@@ -1,0 +1,155 @@
+"""npuport port | verify | bench: build artifacts with proof, re-check them, time them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .common import EPILOG, add_runtime_flag, add_source, csv_list, positive_int, progress
+
+
+def register(sub) -> None:
+    from ..api import DEFAULT_PORT_RUNTIMES
+    from ..models.detector import PRESETS
+    from ..runtimes import runtime_names
+    from ..spec import PRECISIONS
+
+    default = ",".join(DEFAULT_PORT_RUNTIMES)
+    p = sub.add_parser("port", help="adapt, capture with proof, compile, verify parity, write artifacts + report",
+                       description="Port a detector: adapt -> capture (+proof) -> compile per runtime -> parity -> "
+                       "report.json / report.md under OUT.", epilog=EPILOG)
+    add_source(p)
+    p.add_argument("-o", "--out", required=True, help="output directory (one artifact per runtime inside)")
+    add_runtime_flag(p, default=DEFAULT_PORT_RUNTIMES,
+                     help=f"comma-separated, from: {', '.join(runtime_names(ports=True))} (default {default})")
+    _add_shapes(p)
+    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    p.add_argument("--device", default="cpu", help="target device of the runtime (cpu, cuda, gpu, npu; see doctor)")
+    p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
+    p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
+    p.set_defaults(func=run_port)
+
+    v = sub.add_parser("verify", help="re-check artifact hashes and parity; non-zero exit on failure")
+    v.add_argument("path", help="an artifact directory or a `port` output directory")
+    v.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity")
+    v.add_argument("--json", metavar="PATH", help="also write the result to this JSON file")
+    v.set_defaults(func=run_verify)
+
+    bn = sub.add_parser("bench", help="latency p50/p90/p99/max/jitter/throughput per runtime, interleaved with eager",
+                        description="Benchmark compiled artifacts (or port a model first) side by side with eager "
+                        "PyTorch and torch.compile, interleaved in one process so machine drift hits all paths alike.",
+                        epilog=EPILOG)
+    bn.add_argument("target", nargs="?", help="a `port` output / artifact directory, or a HF model directory")
+    bn.add_argument("--preset", choices=PRESETS.names(), help="benchmark a preset architecture (with --random-init)")
+    bn.add_argument("--random-init", action="store_true")
+    bn.add_argument("--seed", type=int, default=0)
+    add_runtime_flag(bn, help="runtimes to port to / to select from the artifacts")
+    bn.add_argument("--vs", type=csv_list("vs"), default=("eager",), help="comparison paths: eager, torch.compile (default eager)")
+    _add_shapes(bn)
+    bn.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    bn.add_argument("--runs", type=positive_int, default=20, help="timed runs per path and shape (default 20)")
+    bn.add_argument("--warmup", type=int, default=2, help="untimed runs per path before timing (default 2)")
+    bn.add_argument("--json", metavar="PATH", help="write results JSON here")
+    bn.add_argument("--plot", metavar="PATH", help="latency distribution PNG (and *_vs_length.png with several buckets)")
+    bn.set_defaults(func=run_bench)
+
+
+def _add_shapes(p) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--seq-len", type=positive_int, help="one fixed sequence length (default 512)")
+    g.add_argument("--buckets", type=csv_list("buckets", int), help="sequence-length buckets, e.g. 64,128,256,512")
+    p.add_argument("--batch-sizes", type=csv_list("batch sizes", int), default=(1,),
+                   help="compiled batch size(s), e.g. 1 or 1,4,8 (default 1)")
+
+
+def _shapes(args):
+    from ..spec import ShapeSpec
+
+    buckets = args.buckets or ((args.seq_len,) if args.seq_len else (512,))
+    return ShapeSpec(batch_sizes=args.batch_sizes, buckets=buckets)
+
+
+def run_port(args) -> int:
+    from ..api import ModelSource, PortConfig, port
+
+    cfg = PortConfig(
+        source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed),
+        out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
+        eval_data=args.eval_data, bench_runs=args.bench_runs, overwrite=args.overwrite,
+    )
+    prog = progress(args)
+    with prog.live():
+        report = port(cfg, prog)
+    _print_port(report, args.out)
+    return 0 if report["pass"] else 1
+
+
+def _print_port(report: dict, out: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    c = Console()
+    t = Table(title="capture proof (max |Δlogit| vs eager)")
+    t.add_column("method")
+    t.add_column("max abs diff")
+    for m, p in report["capture"].items():
+        t.add_row(m, p.get("error") or f"{p['max_abs_diff']:.2e}" + (" (exact)" if p["exact"] else ""))
+    c.print(t)
+    t = Table(title="runtimes")
+    for col in ("runtime", "here it", "precision", "max|Δlogit|", "max|Δprob|", "agreement", "p50 ms", "result"):
+        t.add_column(col)
+    for b, per in report["backends"].items():
+        for prec, v in per.items():
+            t.add_row(b, v.get("executes", ""), prec, f"{v['max_abs_logit_diff']:.2e}", f"{v['max_abs_prob_diff']:.2e}",
+                      f"{v['decision_agreement']:.2%}", f"{v['p50_ms']:.1f}",
+                      "[green]PASS[/]" if v["pass"] else "[red]FAIL[/]")
+    c.print(t)
+    c.print(f"wall {report['wall_seconds']} s · peak RSS {report['peak_rss_mb']:.0f} MB · disk {report['disk_mb']:.0f} MB")
+    c.print(f"report: {os.path.join(out, 'report.md')}")
+
+
+def run_verify(args) -> int:
+    from ..api import VerifyConfig, verify
+    from ..fsio import write_json_atomic
+
+    prog = progress(args)
+    with prog.live():
+        res = verify(VerifyConfig(path=args.path, eval_data=args.eval_data), prog)
+    if args.json:
+        write_json_atomic(Path(args.json), res)
+    for name, r in res["artifacts"].items():
+        status = "PASS" if r["pass"] else "FAIL"
+        print(f"{name}: hashes ok · max|Δlogit| {r['max_abs_logit_diff']:.2e} · max|Δprob| {r['max_abs_prob_diff']:.2e}"
+              f" · agreement {r['decision_agreement']:.2%} · {status}")
+    return 0 if res["pass"] else 1
+
+
+def run_bench(args) -> int:
+    from ..api import BenchConfig, ModelSource, bench
+    from ..manifest import MANIFEST
+
+    target = Path(args.target) if args.target else None
+    is_artifacts = target is not None and ((target / MANIFEST).is_file() or any(target.glob(f"*/{MANIFEST}")))
+    source = None if is_artifacts else ModelSource(model_dir=args.target, preset=args.preset, random_init=args.random_init,
+                                                   seed=args.seed)
+    cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, backends=args.runtime, vs=args.vs,
+                      shapes=_shapes(args), precision=args.precision, runs=args.runs, warmup=args.warmup,
+                      json_out=args.json, plot=args.plot)
+    prog = progress(args)
+    with prog.live():
+        r = bench(cfg, prog)
+    from rich.console import Console
+    from rich.table import Table
+
+    for shape, res in r["per_shape"].items():
+        t = Table(title=f"latency at {shape} (ms, {r['runs']} interleaved runs)")
+        for col in ("path", "p50", "p90", "p99", "max", "mean", "stdev", "jitter p99/p50", "seq/s", "vs eager"):
+            t.add_column(col)
+        ref = res.get("eager", {}).get("p50_ms")
+        for n, st in res.items():
+            t.add_row(n, *(f"{st[k]:.2f}" for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "stdev_ms")),
+                      f"{st['jitter']:.3f}", f"{st['sequences_per_s']:.2f}", f"{ref / st['p50_ms']:.2f}×" if ref else "—")
+        Console().print(t)
+    print(f"best runtime at {r['headline_shape']}: {r['best']}")
+    return 0

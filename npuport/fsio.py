@@ -1,0 +1,103 @@
+"""The one way npuport writes a file: atomically *and* durably.
+
+temp file in the same directory -> write -> fsync the file -> rename over the target -> fsync the directory.
+A crash or power loss leaves either the old file or the new one, never a torn or empty one. Every writer in the
+code base (JSON, text, safetensors checkpoints, model weights) goes through `atomic_write`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+
+def fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(str(directory), os.O_RDONLY)
+    except OSError:  # some filesystems refuse to open directories; the rename is still atomic there
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; when the block succeeds it replaces `path` durably, else it is removed.
+
+    For writers that want a path (safetensors' save_file, save_pretrained of one file)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    try:
+        yield tmp
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | str, encoding: str = "utf-8") -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as f:
+            f.write(data.encode(encoding) if isinstance(data, str) else data)
+
+
+def _json_default(o):
+    if hasattr(o, "to_json"):
+        return o.to_json()
+    if isinstance(o, (set, tuple)):
+        return list(o)
+    if isinstance(o, Path):
+        return str(o)
+    return str(o)
+
+
+def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    atomic_write(path, json.dumps(data, indent=2, default=_json_default) + "\n")
+
+
+def write_lines_atomic(path: str | os.PathLike, rows: list[dict]) -> None:
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def save_with(path: str | os.PathLike, writer: Callable[[Path], None]) -> Path:
+    """Run `writer(tmp_path)` and move the result into place atomically and durably."""
+    with atomic_path(path) as tmp:
+        writer(tmp)
+    return Path(path)
+
+
+def fsync_tree(directory: Path) -> None:
+    """fsync every file below `directory` and the directories themselves (before a directory is swapped in)."""
+    for p in sorted(Path(directory).rglob("*"), reverse=True):
+        if p.is_file():
+            with open(p, "rb") as f:
+                os.fsync(f.fileno())
+        elif p.is_dir():
+            fsync_dir(p)
+    fsync_dir(Path(directory))
+
+
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Move a fully written directory `tmp` over `final`, durably. The previous `final` is kept as `.NAME.old`
+    until the new one is in place, so a crash leaves one whole copy (readers fall back to `.NAME.old`)."""
+    import shutil
+
+    fsync_tree(tmp)
+    old = final.with_name(f".{final.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    fsync_dir(final.parent)
+    shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,170 @@
+"""The runtime interface. One file per runtime in this folder; every session npuport builds is built there.
+
+A runtime says what it can do through class attributes (its capability flags) and offers three verbs:
+
+    available() -> (ok, reason)                 reason names the install command when ok is False
+    compile(captured, spec, out) -> meta        an encoder artifact: compiled files under `out`, metadata for the manifest
+    open(directory, manifest) -> Session        a loaded encoder artifact: run(feeds) -> logits
+    open_graph(graph) -> Executor               any standard-ONNX graph (training steps, sampling, capture proof):
+                                                run(feeds) -> outputs, run_into(inputs, outputs) without copies
+
+A runtime module imports its SDK inside its functions only, so a missing SDK costs nothing until it is used, and
+then raises BackendUnavailable naming the install command.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+import numpy as np
+
+from ..errors import BackendUnavailable, ConfigError
+from ..spec import CompileSpec
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
+    from ..static.capture import Captured
+
+# What running an artifact means here: real execution (a device or a simulator), a reference model that runs the
+# exact compiled graph, or nothing (compile only: the artifact is for another machine).
+EXECUTES = ("executes", "reference", "compile-only")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Graph:
+    """A static graph to run: the standard-ONNX file every graph runtime accepts, plus the torch form for runtimes
+    that compile from FX (AOTInductor). `dims` pins symbolic dimensions by name."""
+
+    onnx: Path
+    workdir: Path  # where a runtime may write what it compiles from this graph
+    name: str = "graph"
+    dims: dict[str, int] = field(default_factory=dict)
+    fx: Callable[[], tuple[Any, tuple]] | None = None  # () -> (GraphModule, example args)
+
+
+class Executor:
+    """An opened graph. Inputs and outputs are positional, in the graph's order."""
+
+    input_names: list[str]
+    output_names: list[str]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def run_into(self, inputs: list[np.ndarray], outputs: list[np.ndarray]) -> None:
+        """Write every output into the caller's contiguous buffers (training state is fed back as the next inputs).
+        Runtimes that can bind output memory override this; the default copies once."""
+        res = self.run(dict(zip(self.input_names, inputs)))
+        for dst, src in zip(outputs, res):
+            np.copyto(dst, src)
+
+    def close(self) -> None:
+        pass
+
+
+class Session:
+    """A loaded encoder artifact: run(feeds) on one of the compiled shapes -> logits (B, num_labels) float32."""
+
+    shapes: list[tuple[int, int]]
+    execution_precision: str | None = None
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+    def check_shape(self, feeds: dict[str, np.ndarray]) -> tuple[int, int]:
+        ids = feeds["input_ids"]
+        shape = (int(ids.shape[0]), int(ids.shape[1]))
+        if shape not in self.shapes:
+            raise ConfigError(f"input shape {shape} was not compiled; compiled shapes: {sorted(self.shapes)}")
+        return shape
+
+
+class Runtime:
+    name: ClassVar[str]
+    sdk: ClassVar[str | None] = None  # python module whose presence makes the runtime available
+    install_hint: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    # capability flags (doctor, the CLI's choices and the tests read these)
+    compiles_from: ClassVar[tuple[str, ...]] = ("onnx",)  # onnx | export (torch.export) | torch (module / FX)
+    devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    executes: ClassVar[str] = "executes"
+    ports: ClassVar[bool] = True  # builds encoder artifacts (`npuport port`)
+    runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
+    trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
+
+    @property
+    def capture_method(self) -> str:
+        """What an encoder artifact of this runtime is compiled from."""
+        return self.compiles_from[0]
+
+    def available(self) -> tuple[bool, str]:
+        if self.sdk is None:
+            return True, "built in"
+        try:
+            importlib.import_module(self.sdk)
+        except ImportError as e:
+            return False, f"{self.sdk} is not installed ({e.__class__.__name__}); install with: {self.install_hint}"
+        return True, "ok"
+
+    def require(self) -> None:
+        ok, reason = self.available()
+        if not ok:
+            raise BackendUnavailable(f"runtime {self.name!r} unavailable: {reason}")
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def list_devices(self) -> list[str]:
+        return list(self.devices)
+
+    def precisions(self, device: str) -> tuple[str, ...]:
+        return ("fp32",)
+
+    def capabilities(self) -> dict:
+        return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,
+                "runs_graphs": self.runs_graphs, "trains": self.trains}
+
+    def check(self, spec: CompileSpec) -> None:
+        if not self.ports:
+            raise ConfigError(f"runtime {self.name!r} does not build encoder artifacts (it is for training only)")
+        if spec.device not in self.list_devices():
+            raise ConfigError(f"device {spec.device!r} not available for runtime {self.name!r}; "
+                              f"available: {', '.join(self.list_devices()) or '(none)'}")
+        if spec.precision not in self.precisions(spec.device):
+            raise ConfigError(f"runtime {self.name!r} on {spec.device} supports precision "
+                              f"{', '.join(self.precisions(spec.device))}, not {spec.precision}")
+
+    # -- encoder artifacts
+    def compile(self, captured: "Captured", spec: CompileSpec, out: Path) -> dict[str, Any]:
+        """Write compiled files under `out`; return runtime metadata for the manifest."""
+        raise ConfigError(f"runtime {self.name!r} does not build encoder artifacts")
+
+    def open(self, directory: Path, manifest: "Manifest", threads: int | None = None) -> Session:
+        raise ConfigError(f"runtime {self.name!r} does not load encoder artifacts")
+
+    # -- any graph
+    def open_graph(self, graph: Graph, threads: int | None = None) -> Executor:
+        raise ConfigError(f"runtime {self.name!r} does not run standard-ONNX graphs")
+
+    # -- training
+    def step_runner(self, model, opt, **kw):
+        """The training-step runner for this runtime: by default the step graph(s) run through open_graph."""
+        if not self.trains:
+            raise ConfigError(f"runtime {self.name!r} cannot run a training step")
+        self.require()
+        from ..train.runner import GraphRunner
+
+        return GraphRunner(self, model, opt, **kw)
+
+
+def feeds_of(input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:
+    return {
+        "input_ids": np.ascontiguousarray(input_ids, dtype=np.int64),
+        "attention_mask": np.ascontiguousarray(attention_mask, dtype=np.int64),
+    }

@@ -1,0 +1,72 @@
+"""eager: the reference. The HF model exactly as a user runs it in PyTorch (the artifact is a detector directory),
+and the training control run: `loss.backward()`, `clip_grad_norm_`, `torch.optim.AdamW`. `eager-cuda` is the same
+control on a CUDA GPU (the field report's GPU run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ..spec import DTYPES
+from .base import Runtime, Session
+from .registry import register_runtime
+
+
+class EagerSession(Session):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
+        from ..models.detector import load_detector
+
+        self.model = load_detector(directory / "model").to(DTYPES[manifest.precision]).eval()
+        self.shapes = manifest.shapes
+
+    def run(self, feeds):
+        self.check_shape(feeds)
+        with torch.no_grad():
+            out = self.model(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"]))
+        return out.float().numpy()
+
+
+@register_runtime
+class EagerRuntime(Runtime):
+    name = "eager"
+    description = "PyTorch eager (reference)"
+    compiles_from = ("torch",)
+    runs_graphs = False  # it runs the module itself, not a captured graph
+
+    def versions(self):
+        return {"torch": torch.__version__}
+
+    def precisions(self, device):
+        return ("fp32", "bf16", "fp16")
+
+    def compile(self, captured, spec, out: Path):
+        captured.detector.save_pretrained(out / "model")
+        return {"format": "hf-directory"}
+
+    def open(self, directory: Path, manifest, threads=None) -> Session:
+        return EagerSession(directory, manifest, threads)
+
+    def step_runner(self, model, opt, **kw):
+        from ..train.runner import EagerRunner
+
+        return EagerRunner(model, opt, device="cpu", **kw)
+
+
+@register_runtime
+class EagerCudaRuntime(EagerRuntime):
+    name = "eager-cuda"
+    description = "PyTorch eager on a CUDA GPU (training control run, fp32 with TF32 off)"
+    devices = ("cuda",)
+    ports = False
+
+    def available(self):
+        if not torch.cuda.is_available():
+            return False, "no CUDA GPU is visible to torch (this torch build or machine has none)"
+        return True, "ok"
+
+    def step_runner(self, model, opt, **kw):
+        from ..train.runner import EagerRunner
+
+        self.require()
+        return EagerRunner(model, opt, device="cuda", **kw)

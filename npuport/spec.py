@@ -1,0 +1,66 @@
+"""What to compile, as types: precisions, the shape spec (batch sizes x sequence buckets) and the compile spec.
+
+This module sits below both capture and the runtimes: both import it, it imports neither.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import ConfigError
+
+PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # int8: quantisation where a runtime offers it
+# The torch dtype a precision computes in on the PyTorch side (int8 quantises in the runtime; the module stays fp32).
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32}
+INPUT_NAMES = ("input_ids", "attention_mask")
+OUTPUT_NAMES = ("logits",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ShapeSpec:
+    """The static shapes to compile: every batch size x every sequence-length bucket."""
+
+    batch_sizes: tuple[int, ...] = (1,)
+    buckets: tuple[int, ...] = (512,)
+
+    def __post_init__(self):
+        for name, vals in (("batch size", self.batch_sizes), ("sequence length", self.buckets)):
+            if not vals:
+                raise ConfigError(f"at least one {name} is needed")
+            for v in vals:
+                if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+                    raise ConfigError(f"{name} {v!r} must be a positive integer")
+        object.__setattr__(self, "batch_sizes", tuple(sorted(set(self.batch_sizes))))
+        object.__setattr__(self, "buckets", tuple(sorted(set(self.buckets))))
+
+    def shapes(self) -> list[tuple[int, int]]:
+        return [(b, t) for b in self.batch_sizes for t in self.buckets]
+
+    @property
+    def static(self) -> bool:
+        return len(self.batch_sizes) == 1 and len(self.buckets) == 1
+
+    @property
+    def largest(self) -> tuple[int, int]:
+        return self.batch_sizes[-1], self.buckets[-1]
+
+    def to_json(self) -> dict:
+        return {"batch_sizes": list(self.batch_sizes), "buckets": list(self.buckets)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ShapeSpec":
+        return cls(batch_sizes=tuple(d["batch_sizes"]), buckets=tuple(d["buckets"]))
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompileSpec:
+    shapes: ShapeSpec
+    precision: str = "fp32"
+    device: str = "cpu"
+    options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision {self.precision!r} unknown; choose one of {', '.join(PRECISIONS)}")
