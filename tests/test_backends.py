@@ -14,7 +14,7 @@ from npuport.router import BucketRouter
 from npuport.verify import eager_logits
 
 # Every registered backend must appear here; test_every_backend_has_a_parity_test enforces it.
-PARITY_TESTED = ["eager", "onnxruntime", "openvino", "inductor", "rbln"]
+PARITY_TESTED = ["eager", "onnxruntime", "openvino", "inductor", "iree", "rbln"]
 SHAPES = ShapeSpec(batch_sizes=(1, 3), buckets=(16, 40))
 
 

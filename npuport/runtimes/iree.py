@@ -1,0 +1,201 @@
+"""iree: the MLIR ahead-of-time compiler that several NPU toolchains build on, targeting `llvm-cpu` here.
+
+Encoder artifacts: the captured ONNX graph is imported once per compiled shape (`iree-import-onnx`, dims fixed), its
+weights externalised into one parameter archive (`weights.irpa`) shared by every shape, and each shape compiled
+to its own VM flatbuffer (`model_BxT.vmfb`) for the host CPU. Graphs (training steps, sampling) compile the same
+way, with their weights as inputs. Runs in IREE's `local-task` driver (a thread pool; `local-sync` when one
+thread is asked for).
+
+Install: pip install "npuport[iree]"  (iree-base-compiler + iree-base-runtime).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import BackendUnavailable, ExportError
+from .base import Executor, Graph, Runtime, Session
+from .registry import register_runtime
+
+TARGET = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+ENTRY = "main_graph"  # iree-import-onnx names the entry function after the ONNX graph
+PARAMS_SCOPE = "model"
+
+
+def _import_onnx(onnx_path: Path, mlir: Path, *, data_dir: Path, params: Path | None, save_params: bool) -> None:
+    """ONNX -> MLIR (torch dialect). With `params`, weights are externalised into that archive (written once)."""
+    cmd = [sys.executable, "-m", "iree.compiler.tools.import_onnx", str(onnx_path), "-o", str(mlir),
+           "--data-dir", str(data_dir)]
+    if params is not None:
+        cmd += ["--externalize-params", "--params-scope", PARAMS_SCOPE]
+        cmd += ["--save-params-to", str(params)] if save_params else ["--no-save-params"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ExportError(f"iree-import-onnx failed on {onnx_path.name}: {res.stderr.strip()[-500:]}")
+
+
+def _compile(mlir: Path, vmfb: Path) -> None:
+    import iree.compiler as ic
+
+    try:
+        ic.compile_file(str(mlir), output_file=str(vmfb), extra_args=TARGET)
+    except ic.CompilerToolError as e:
+        lines = [ln for ln in str(e).splitlines() if "error" in ln.lower()]
+        raise ExportError(f"iree-compile failed on {mlir.name}: {(lines or [str(e)])[0][:500]}") from None
+
+
+def _fixed_dims_copy(onnx_path: Path, shape: tuple[int, int], out: Path) -> None:
+    """The graph with its symbolic (batch, seq) input dims pinned; weights stay in the original external-data file."""
+    import onnx
+
+    model = onnx.load(str(onnx_path), load_external_data=False)
+    for inp in model.graph.input:
+        dims = inp.type.tensor_type.shape.dim
+        for d, v in zip(dims, shape):
+            d.ClearField("dim_param")
+            d.dim_value = v
+    onnx.save(model, str(out))
+
+
+class _Device:
+    """One IREE device and VM instance per process: every session and graph of this runtime shares them."""
+
+    _cache: dict = {}
+
+    @classmethod
+    def get(cls, threads: int | None):
+        import iree.runtime as rt
+
+        key = threads or 0
+        if key not in cls._cache:
+            if threads == 1:
+                cfg = rt.Config("local-sync")
+            else:
+                if threads:  # the task driver's worker count; read when its first device is created
+                    rt.flags.parse_flags(f"--task_topology_max_group_count={int(threads)}")
+                cfg = rt.Config("local-task")
+            cls._cache[key] = cfg
+        return cls._cache[key]
+
+
+def _load_module(cfg, vmfb: Path, params: Path | None):
+    import iree.runtime as rt
+
+    modules = []
+    if params is not None:
+        index = rt.ParameterIndex()
+        index.load(str(params))
+        modules.append(rt.create_io_parameters_module(cfg.vm_instance, index.create_provider(scope=PARAMS_SCOPE)))
+    main = rt.VmModule.mmap(cfg.vm_instance, str(vmfb))
+    ctx = rt.SystemContext(vm_modules=[*modules, main], config=cfg)
+    return ctx, ctx.modules[main.name][ENTRY]
+
+
+def _host(out) -> list[np.ndarray]:
+    outs = out if isinstance(out, (list, tuple)) else [out]
+    return [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
+
+
+class IreeSession(Session):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
+        cfg = _Device.get(threads or manifest.runtime.options.get("threads"))
+        self.shapes = manifest.shapes
+        params = directory / "weights.irpa"
+        self._ctx, self.fns = {}, {}
+        for b, t in self.shapes:
+            self._ctx[(b, t)], self.fns[(b, t)] = _load_module(cfg, directory / f"model_{b}x{t}.vmfb", params)
+
+    def run(self, feeds):
+        shape = self.check_shape(feeds)
+        return _host(self.fns[shape](feeds["input_ids"], feeds["attention_mask"]))[0].astype(np.float32, copy=False)
+
+
+class IreeExecutor(Executor):
+    def __init__(self, graph: Graph, threads: int | None):
+        import onnx
+
+        model = onnx.load(str(graph.onnx), load_external_data=False)
+        self.input_names = [i.name for i in model.graph.input]
+        self.output_names = [o.name for o in model.graph.output]
+        digest = hashlib.sha256(Path(graph.onnx).read_bytes()).hexdigest()[:16]
+        graph.workdir.mkdir(parents=True, exist_ok=True)
+        vmfb = graph.workdir / f"{graph.name}.{digest}.vmfb"  # compiled once per graph content
+        if not vmfb.is_file():
+            with tempfile.TemporaryDirectory(prefix="npuport-iree-") as tmp:
+                src = Path(graph.onnx)
+                if graph.dims:
+                    src = Path(tmp) / "pinned.onnx"
+                    _fixed_dims_copy(graph.onnx, tuple(graph.dims.values()), src)
+                mlir = Path(tmp) / "graph.mlir"
+                _import_onnx(src, mlir, data_dir=Path(graph.onnx).parent, params=None, save_params=False)
+                _compile(mlir, Path(tmp) / "graph.vmfb")
+                Path(tmp, "graph.vmfb").replace(vmfb)
+        self._ctx, self.fn = _load_module(_Device.get(threads), vmfb, None)
+
+    def run(self, feeds):
+        return _host(self.fn(*[np.ascontiguousarray(feeds[n]) for n in self.input_names]))
+
+    def run_into(self, inputs, outputs):
+        # IREE allocates its results in its own (host-visible) buffers: one copy into the caller's state buffers.
+        for dst, src in zip(outputs, _host(self.fn(*inputs))):
+            np.copyto(dst, src.reshape(dst.shape))
+
+
+@register_runtime
+class IreeRuntime(Runtime):
+    name = "iree"
+    sdk = "iree.runtime"
+    install_hint = 'pip install "npuport[iree]"  (iree-base-compiler and iree-base-runtime)'
+    description = "IREE (MLIR AOT compiler) -> llvm-cpu VM flatbuffers, local-task driver"
+    compiles_from = ("onnx",)
+
+    def available(self):
+        for mod in ("iree.runtime", "iree.compiler"):
+            try:
+                __import__(mod)
+            except ImportError as e:
+                return False, f"{mod} is not installed ({type(e).__name__}); install with: {self.install_hint}"
+        return True, "ok"
+
+    def versions(self):
+        out = {}
+        for dist in ("iree-base-compiler", "iree-base-runtime"):
+            try:
+                out[dist] = metadata.version(dist)
+            except metadata.PackageNotFoundError:
+                pass
+        return out
+
+    def compile(self, captured, spec, out: Path):
+        self.require()
+        src = captured.onnx()
+        out.mkdir(parents=True, exist_ok=True)
+        params = out / "weights.irpa"
+        with tempfile.TemporaryDirectory(prefix="npuport-iree-") as tmp:
+            for k, (b, t) in enumerate(captured.shapes.shapes()):
+                pinned, mlir = Path(tmp) / f"model_{b}x{t}.onnx", Path(tmp) / f"model_{b}x{t}.mlir"
+                _fixed_dims_copy(src, (b, t), pinned)
+                # every shape references the same named parameters: the archive is written by the first import only
+                _import_onnx(pinned, mlir, data_dir=src.parent, params=params, save_params=(k == 0))
+                _compile(mlir, out / f"model_{b}x{t}.vmfb")
+                mlir.unlink()
+        return {"format": "iree-vmfb", "target": "llvm-cpu (host)", "weights": "weights.irpa (shared by every shape)",
+                "entry": ENTRY}
+
+    def open(self, directory: Path, manifest, threads=None) -> Session:
+        self.require()
+        return IreeSession(directory, manifest, threads)
+
+    def open_graph(self, graph: Graph, threads=None) -> Executor:
+        self.require()
+        try:
+            return IreeExecutor(graph, threads)
+        except ImportError as e:
+            raise BackendUnavailable(f"iree: {e}; install with: {self.install_hint}") from e
