@@ -61,7 +61,7 @@ def test_resume_after_kill_matches_uninterrupted(workspace, tmp_path):
     assert main(_train_args(workspace, full, epochs=4)) == 0
     cmd = [sys.executable, "-m", "npuport.cli", *_train_args(workspace, cut, epochs=4)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    state = cut / "checkpoint" / "trainer_state.json"
+    state = cut / "checkpoints" / "epoch_00000001" / "trainer_state.json"
     deadline = time.time() + 300
     while time.time() < deadline and not state.exists() and proc.poll() is None:
         time.sleep(0.05)

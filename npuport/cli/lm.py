@@ -39,6 +39,8 @@ def register(sub) -> None:
                    help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
     t.add_argument("--threads", type=positive_int, help="runtime threads (default: torch's)")
+    t.add_argument("--keep-checkpoints", type=positive_int, default=3,
+                   help="keep the last K checkpoints, delete older ones (default 3)")
     t.add_argument("--resume", action="store_true", help="continue the run in -o from its last checkpoint")
     dp = t.add_argument_group("distributed (torch.distributed, gloo; also runs under torchrun across machines)")
     dp.add_argument("--workers", type=positive_int, help="start N worker processes on this machine (elastic launch)")
@@ -82,7 +84,7 @@ def run(args) -> int:
                           preset=args.preset, backend=args.runtime, steps=args.steps, batch=args.batch,
                           seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps, seed=args.seed,
                           eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
-                          form=args.form, threads=args.threads)
+                          form=args.form, threads=args.threads, keep_checkpoints=args.keep_checkpoints)
         if args.workers or args.sync:
             from ..train.distributed import DistConfig, in_torchrun, launch, worker
 

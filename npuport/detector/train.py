@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass
@@ -20,13 +19,14 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from ..fsio import atomic_write, replace_dir, write_json_atomic
+from ..fsio import replace_dir, write_json_atomic
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
 from .data import Example, encode, load_examples
-from .metrics import best_threshold, classification_metrics
+from ..train.core import CheckpointStore, MetricsLog, run_loop
 from ..ui import StepBar
+from .metrics import best_threshold, classification_metrics
 
-CKPT = "checkpoint"
+CKPT_DIR = "checkpoints"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,30 +114,36 @@ def _lr_lambda(total: int, warmup_steps: int) -> Callable[[int], float]:
 
 
 # -- checkpoints (safetensors + JSON; never pickle) -------------------------------------------------------------
+# checkpoints/epoch_XXXXXXXX/{model/, optimizer.safetensors, trainer_state.json}: written under a temporary name and
+# renamed into place (no moment without a whole checkpoint), the last two kept, a damaged newest one skipped.
 
 
-def _save_checkpoint(out: Path, model: Detector, tokenizer, opt: torch.optim.Optimizer, state: dict) -> None:
+def _store(out: Path) -> CheckpointStore:
+    return CheckpointStore(out / CKPT_DIR, "epoch", "", keep=2)
+
+
+def _write_checkpoint(d: Path, model: Detector, tokenizer, opt: torch.optim.Optimizer, state: dict) -> None:
     from safetensors.torch import save_file
 
-    tmp = out / f".{CKPT}.tmp"
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp / "model", tokenizer=tokenizer)
+    model.save_pretrained(d / "model", tokenizer=tokenizer)
     osd = opt.state_dict()
     tensors = {}
     for idx, st in osd["state"].items():
         for k, v in st.items():
             tensors[f"{idx}.{k}"] = v.detach().clone().contiguous() if torch.is_tensor(v) else torch.tensor(v)
-    save_file(tensors, str(tmp / "optimizer.safetensors"))
-    (tmp / "trainer_state.json").write_text(json.dumps({**state, "param_groups": osd["param_groups"]}, indent=1))
-    replace_dir(tmp, out / CKPT)  # the checkpoint appears whole or not at all
+    save_file(tensors, str(d / "optimizer.safetensors"))
+    (d / "trainer_state.json").write_text(json.dumps({**state, "param_groups": osd["param_groups"]}, indent=1))
 
 
-def _load_checkpoint(out: Path, opt: torch.optim.Optimizer) -> dict:
+def _read_checkpoint(d: Path) -> tuple:
+    """(model, tokenizer, trainer state, optimizer tensors): everything is read, so a damaged file raises here."""
     from safetensors.torch import load_file
 
-    ck = out / CKPT
-    state = json.loads((ck / "trainer_state.json").read_text())
-    tensors = load_file(str(ck / "optimizer.safetensors"))
+    state = json.loads((d / "trainer_state.json").read_text())
+    return load_detector(d / "model"), load_tokenizer(d / "model"), state, load_file(str(d / "optimizer.safetensors"))
+
+
+def _restore_optimizer(opt: torch.optim.Optimizer, state: dict, tensors: dict) -> dict:
     st: dict[int, dict] = {}
     for key, v in tensors.items():
         idx, k = key.split(".", 1)
@@ -146,27 +152,49 @@ def _load_checkpoint(out: Path, opt: torch.optim.Optimizer) -> dict:
     return state
 
 
+def _file_sha256(path: str | None) -> str | None:
+    if path is None:
+        return None
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _identity(cfg: TrainConfig) -> dict:
+    """What a resume must match: the config and the *content* of the data files (not just their paths)."""
+    return {**{k: v for k, v in asdict(cfg).items() if k != "resume"},
+            "data_sha256": _file_sha256(cfg.data), "val_sha256": _file_sha256(cfg.val)}
+
+
 def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, model: Detector | None = None,
           tokenizer=None, show_bar: bool = True) -> dict:
-    """Train and write OUT/model (the best epoch by validation F1), OUT/metrics.jsonl, OUT/train_summary.json."""
+    """Train and write OUT/model (the best epoch by validation F1), OUT/metrics.jsonl, OUT/train_summary.json.
+
+    Every input (data files, model, tokenizer, output directory) is validated before anything is written."""
     out = Path(cfg.out)
     say = progress or (lambda m: None)
-    resume_state = None
+    identity = _identity(cfg)
+    store = _store(out)
+    resumed = None
     if cfg.resume:
-        if not (out / CKPT / "trainer_state.json").is_file():
-            raise ConfigError(f"--resume: no checkpoint in {out} (expected {out / CKPT})")
+        if not (out / "train_config.json").is_file():
+            raise ConfigError(f"--resume: {out} holds no detector run (no train_config.json); start one without --resume")
         saved = json.loads((out / "train_config.json").read_text())
-        mine = {k: v for k, v in asdict(cfg).items() if k != "resume"}
-        diff = {k: (saved.get(k), v) for k, v in mine.items() if saved.get(k) != v}
+        diff = {k: (saved.get(k), v) for k, v in identity.items() if saved.get(k) != v}
         if diff:
-            raise ConfigError(f"--resume with a different config: {diff}; use the original flags or a new -o")
-        model = load_detector(out / CKPT / "model")
-        tokenizer = load_tokenizer(out / CKPT / "model")
+            raise ConfigError(f"--resume with a different config or data: {diff}; use the original flags and files, "
+                              "or a new -o")
+        resumed = store.load_latest(_read_checkpoint)
+        if resumed is None:
+            raise ConfigError(f"--resume: no loadable checkpoint in {out / CKPT_DIR}; start a new run with another -o")
+        model, tokenizer = resumed[1][0], resumed[1][1]
     else:
-        if out.exists() and any(out.iterdir()):
-            raise ConfigError(f"{out} is not empty; pass --resume to continue that run or choose another -o")
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "train_config.json").write_text(json.dumps({k: v for k, v in asdict(cfg).items() if k != "resume"}, indent=1))
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
         if model is None:
             if cfg.init:
                 model = load_detector(cfg.init)
@@ -184,6 +212,9 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     rows, labels = encode(tokenizer, train_ex, cfg.max_len), np.array([e.label for e in train_ex], dtype=np.int64)
     val_rows = encode(tokenizer, val_ex, cfg.max_len) if val_ex else None
     val_labels = np.array([e.label for e in val_ex]) if val_ex else None
+    if not cfg.resume:  # inputs are valid: only now does the run directory appear
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / "train_config.json", identity)
 
     steps_per_epoch = math.ceil(len(rows) / cfg.batch)
     total = steps_per_epoch * cfg.epochs
@@ -193,27 +224,26 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=cfg.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total, int(cfg.warmup * total)))
-    state = {"epoch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "threshold": 0.5, "history": []}
-    if cfg.resume:
-        state = _load_checkpoint(out, opt)
+    state = {"epoch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "threshold": 0.5}
+    metrics = MetricsLog(out / "metrics.jsonl", key="epoch")
+    if resumed is not None:
+        state = _restore_optimizer(opt, resumed[1][2], resumed[1][3])
         sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total, int(cfg.warmup * total)), last_epoch=state["step"] - 1)
         say(f"resuming after epoch {state['epoch']} (step {state['step']})")
-        # Epochs after the checkpoint were lost with the interruption and will be replayed: drop their records.
-        mpath = out / "metrics.jsonl"
-        if mpath.exists():
-            kept = [l for l in mpath.read_text().splitlines() if l.strip() and json.loads(l)["epoch"] <= state["epoch"]]
-            atomic_write(mpath, "".join(k + "\n" for k in kept))
+        metrics.truncate(state["epoch"])  # epochs after the checkpoint are replayed: drop their records
+    else:
+        metrics.reset()
     t0 = time.perf_counter()
     bar = StepBar("training", total, state["step"], enabled=show_bar)
-    for epoch in range(state["epoch"] + 1, cfg.epochs + 1):
-        if state["bad_epochs"] >= cfg.patience:
-            break
+    losses: list[float] = []
+
+    def one_epoch(epoch: int) -> dict:
         torch.manual_seed(cfg.seed * 1000 + epoch)
         rng = np.random.default_rng(cfg.seed * 1000 + epoch)
         order = rng.permutation(len(rows))
         noisy = _noise(rows, tokenizer.sep_token_id, len(tokenizer), cfg.context_noise, rng)
         model.train()
-        losses = []
+        losses.clear()
         for ids, mask, y in _batches(noisy, labels, order, cfg.batch, pad_id):
             loss = torch.nn.functional.cross_entropy(model(ids, mask), y)
             opt.zero_grad(set_to_none=True)
@@ -224,19 +254,16 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
             state["step"] += 1
             losses.append(loss.item())
             bar.update(state["step"], f"loss {loss.item():.4f}")
-        rec = {"epoch": epoch, "step": state["step"], "train_loss": float(np.mean(losses)), "lr": sched.get_last_lr()[0]}
+        return {"epoch": epoch, "step": state["step"], "train_loss": float(np.mean(losses)), "lr": sched.get_last_lr()[0]}
+
+    def validate(epoch: int) -> dict:
         if val_rows is not None:
             probs = predict_probs(model, val_rows, pad_id)
             thr = best_threshold(val_labels, probs)
             m = classification_metrics(val_labels, probs, thr)
-            rec.update(val_f1=m["f1"], val_accuracy=m["accuracy"], val_roc_auc=m["roc_auc"], threshold=thr)
-            score = m["f1"]
+            rec, score = {"val_f1": m["f1"], "val_accuracy": m["accuracy"], "val_roc_auc": m["roc_auc"], "threshold": thr}, m["f1"]
         else:
-            thr, score = 0.5, -float(np.mean(losses))  # no validation: keep the latest epoch
-        with open(out / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(rec) + "\n")
-        state["history"].append(rec)
-        state["epoch"] = epoch
+            rec, thr, score = {}, 0.5, -float(np.mean(losses))  # no validation: keep the latest epoch
         if score > state["best_f1"]:
             state.update(best_f1=score, best_epoch=epoch, bad_epochs=0, threshold=thr)
             model.spec = DetectorSpec(**{**model.spec.to_json(), "labels": tuple(model.spec.labels), "threshold": float(thr),
@@ -244,12 +271,26 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
             _atomic_model(out / "model", model, tokenizer)
         else:
             state["bad_epochs"] += 1
-        _save_checkpoint(out, model, tokenizer, opt, state)
-        say(f"epoch {epoch}: loss {rec['train_loss']:.4f}" + (f", val F1 {rec['val_f1']:.4f}" if "val_f1" in rec else ""))
-    bar.close()
+        return rec
+
+    def checkpoint(epoch: int) -> None:
+        state["epoch"] = epoch
+        store.save_dir(epoch, lambda d: _write_checkpoint(d, model, tokenizer, opt, state))
+        store.prune()
+
+    def record(rec: dict) -> None:
+        say(f"epoch {rec['epoch']}: loss {rec['train_loss']:.4f}" + (f", val F1 {rec['val_f1']:.4f}" if "val_f1" in rec else ""))
+
+    start = cfg.epochs if state["bad_epochs"] >= cfg.patience else state["epoch"]  # resumed after an early stop
+    try:
+        run_loop(start=start, stop=cfg.epochs, step=one_epoch, evaluate=validate, eval_every=1, checkpoint=checkpoint,
+                 ckpt_every=1, metrics=metrics, on_record=record, should_stop=lambda r: state["bad_epochs"] >= cfg.patience)
+    finally:
+        metrics.close()
+        bar.close()
     summary = {"epochs_run": state["epoch"], "best_epoch": state["best_epoch"], "best_val_f1": state["best_f1"],
                "threshold": state["threshold"], "steps": state["step"], "seconds": round(time.perf_counter() - t0, 1),
-               "train_rows": len(rows), "val_rows": len(val_rows) if val_rows else 0, "history": state["history"]}
+               "train_rows": len(rows), "val_rows": len(val_rows) if val_rows else 0, "history": metrics.read()}
     write_json_atomic(out / "train_summary.json", summary)
     return summary
 

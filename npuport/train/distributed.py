@@ -33,13 +33,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..fsio import save_with, write_json_atomic, write_lines_atomic
+from ..fsio import save_with, write_json_atomic
 from ..machine import machine
 from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
 from .data import Batches, CharVocab
+from .core import CheckpointStore, MetricsLog, run_loop
 from .loop import (CKPT_DIR, TrainConfig, _load_params, _prepare_run, evaluate, load_corpus, lr_at, model_config,
-                   read_metrics, read_run)
+                   read_metrics, read_run, save_checkpoint)
+from .loop import checkpoints as model_checkpoints
 from .runner import open_step_runner
 
 SYNCS = ("allreduce", "diloco")
@@ -75,8 +77,13 @@ class DriftError(NpuportError):
 
 # ---------------------------------------------------------------- checkpoints (one file per rank, committed by rank 0)
 
+def rank_store(run: Path, keep: int | None = None) -> CheckpointStore:
+    """checkpoints/step_XXXXXXXX/ with one file per rank whose state differs, visible once rank 0 wrote COMMIT."""
+    return CheckpointStore(Path(run) / CKPT_DIR, "step", "", keep=keep, committed=lambda d: (d / COMMIT).is_file())
+
+
 def committed_steps(run: Path) -> list[int]:
-    return sorted(int(d.name.split("_")[1]) for d in (run / CKPT_DIR).glob("step_*") if (d / COMMIT).is_file())
+    return [n for n, _ in rank_store(run).entries()]
 
 
 def _save_rank(run: Path, step: int, rank: int, tensors: dict[str, torch.Tensor]) -> None:
@@ -170,87 +177,92 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
     dist.barrier()
     runner = runner or make_runner()
     shapes = [s.shape for s in runner.fns.slots]
-    n = len(shapes)
     global_p = _flat(runner.get_state()[0]).clone()  # DiLoCo's θ_global
     momentum = torch.zeros_like(global_p)  # outer Nesterov buffer
     start, bytes_sent = 0, 0
+    # allreduce ranks hold identical state by construction (hashed every few steps): only rank 0's is stored.
+    # DiLoCo ranks differ between outer steps: each stores its own.
+    state_rank = rank if dcfg.sync == "diloco" else 0
+    store = rank_store(run, keep=cfg.keep_checkpoints)
     steps = committed_steps(run)
     if steps:
         start = steps[-1]
-        st = _load_rank(run, start, rank)
+        st = _load_rank(run, start, state_rank)
         runner.set_state(_unflat(st["param"], shapes), _unflat(st["m"], shapes), _unflat(st["v"], shapes), t=start)
         global_p = st.get("global", st["param"]).clone()
         momentum = st.get("momentum", momentum).clone()
         bytes_sent = int(st["bytes_sent"].item())
-    metrics_path = run / "metrics.jsonl"
-    if rank == 0:
-        write_lines_atomic(metrics_path, [m for m in read_metrics(run) if m["step"] <= start])
+    metrics = MetricsLog(run / "metrics.jsonl") if rank == 0 else None
+    if metrics is not None:
+        metrics.truncate(start)
     val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
     eval_model = build_lm(mcfg, seed=cfg.seed).eval()
     fault = os.environ.get(FAULT_ENV, "")
     tokens = cfg.batch * cfg.seq_len
     t_train = time.perf_counter()
-    mf = open(metrics_path, "a", encoding="utf-8") if rank == 0 else None
-    try:
-        for step in range(start + 1, cfg.steps + 1):
-            if fault and restart == 0 and fault == f"{rank}:{step}":
-                os.kill(os.getpid(), signal.SIGKILL)  # a worker lost mid-run (tests)
-            x, y = train_b.get(step, rows)
-            lr = lr_at(cfg, step)
-            ts = time.perf_counter()
-            if dcfg.sync == "allreduce":
-                loss, grads = runner.grad(x, y)
-                g = _flat(grads).clone()
-                dist.all_reduce(g)  # one bucket for all gradients
-                g /= world
-                bytes_sent += g.numel() * g.element_size() if world > 1 else 0
-                runner.apply([t.numpy() for t in _unflat(g, shapes)], step, lr)
-                if step % dcfg.hash_every == 0 or step == cfg.steps:
-                    _check_identical(runner.get_state()[0], dist, step)
-                sync_now = step % cfg.ckpt_every == 0 or step == cfg.steps
-            else:
-                loss = runner.step(step, lr, x, y)
-                sync_now = step % dcfg.inner_steps == 0 or step == cfg.steps
-                if sync_now:  # outer step
-                    p, m, v = runner.get_state()
-                    delta = global_p - _flat(p)  # pseudo-gradient
-                    dist.all_reduce(delta)
-                    delta /= world
-                    bytes_sent += delta.numel() * delta.element_size() if world > 1 else 0
-                    # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
-                    momentum = momentum * dcfg.outer_momentum + delta
-                    global_p = global_p - dcfg.outer_lr * (delta + dcfg.outer_momentum * momentum)
-                    runner.set_state(_unflat(global_p, shapes), m, v, t=step)
-            dt = time.perf_counter() - ts
-            lt = torch.tensor([loss], dtype=torch.float64)
-            dist.all_reduce(lt)  # the logged loss is the mean over workers (not counted as sync traffic)
-            if sync_now:
-                p, m, v = runner.get_state()
-                state = {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": global_p, "momentum": momentum,
-                         "bytes_sent": torch.tensor(bytes_sent, dtype=torch.int64)}
-                _save_rank(run, step, rank, state)
-                dist.barrier()
-                if rank == 0:
-                    d = run / CKPT_DIR / f"step_{step:08d}"
-                    write_json_atomic(d / COMMIT, {"step": step, "world_size": world, "sync": dcfg.sync})
-                    # rank 0's file doubles as the model checkpoint for eval/sample/compare
-                    from .loop import save_checkpoint
 
-                    pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else p
-                    save_checkpoint(run, step, runner.fns.names, (pp, m, v))
-            if rank == 0:
-                rec = {"step": step, "loss": float(lt.item()) / world, "lr": lr, "step_s": round(dt, 6),
-                       "tokens_per_s": round(tokens / dt, 1), "bytes_sent": bytes_sent}
-                if step % cfg.eval_every == 0 or step == cfg.steps:
-                    pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else runner.get_state()[0]
-                    _load_params(eval_model, pp)
-                    rec["val_loss"] = evaluate(eval_model, val_b)
-                    rec["val_bpc"] = rec["val_loss"] / math.log(2)
-                mf.write(json.dumps(rec) + "\n")
-                mf.flush()
+    def one_step(step: int) -> dict:
+        nonlocal global_p, momentum, bytes_sent
+        if fault and restart == 0 and fault == f"{rank}:{step}":
+            os.kill(os.getpid(), signal.SIGKILL)  # a worker lost mid-run (tests)
+        x, y = train_b.get(step, rows)
+        lr = lr_at(cfg, step)
+        ts = time.perf_counter()
+        if dcfg.sync == "allreduce":
+            loss, grads = runner.grad(x, y)
+            g = _flat(grads).clone()
+            dist.all_reduce(g)  # one bucket for all gradients
+            g /= world
+            bytes_sent += g.numel() * g.element_size() if world > 1 else 0
+            runner.apply([t.numpy() for t in _unflat(g, shapes)], step, lr)
+            if step % dcfg.hash_every == 0 or step == cfg.steps:
+                _check_identical(runner.get_state()[0], dist, step)
+        else:
+            loss = runner.step(step, lr, x, y)
+            if step % dcfg.inner_steps == 0 or step == cfg.steps:  # outer step
+                p, m, v = runner.get_state()
+                delta = global_p - _flat(p)  # pseudo-gradient
+                dist.all_reduce(delta)
+                delta /= world
+                bytes_sent += delta.numel() * delta.element_size() if world > 1 else 0
+                # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
+                momentum = momentum * dcfg.outer_momentum + delta
+                global_p = global_p - dcfg.outer_lr * (delta + dcfg.outer_momentum * momentum)
+                runner.set_state(_unflat(global_p, shapes), m, v, t=step)
+        dt = time.perf_counter() - ts
+        lt = torch.tensor([loss], dtype=torch.float64)
+        dist.all_reduce(lt)  # the logged loss is the mean over workers (not counted as sync traffic)
+        return {"step": step, "loss": float(lt.item()) / world, "lr": lr, "step_s": round(dt, 6),
+                "tokens_per_s": round(tokens / dt, 1), "bytes_sent": bytes_sent}
+
+    def validate(step: int) -> dict:
+        pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else runner.get_state()[0]
+        _load_params(eval_model, pp)
+        val = evaluate(eval_model, val_b)
+        return {"val_loss": val, "val_bpc": val / math.log(2)}
+
+    def checkpoint(step: int) -> None:  # collective: every rank calls it at the same steps
+        p, m, v = runner.get_state()
+        if rank == state_rank:
+            state = {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": global_p, "momentum": momentum,
+                     "bytes_sent": torch.tensor(bytes_sent, dtype=torch.int64)}
+            _save_rank(run, step, rank, state)
+        dist.barrier()
+        if rank == 0:
+            write_json_atomic(store.path(step) / COMMIT, {"step": step, "world_size": world, "sync": dcfg.sync})
+            # rank 0's model checkpoint serves eval / sample / compare, like a single-process run's
+            pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else p
+            save_checkpoint(run, step, runner.fns.names, (pp, m, v))
+            store.prune()
+            model_checkpoints(run, keep=cfg.keep_checkpoints).prune()
+
+    try:
+        run_loop(start=start, stop=cfg.steps, step=one_step, evaluate=validate if rank == 0 else None,
+                 eval_every=cfg.eval_every, checkpoint=checkpoint,
+                 ckpt_every=dcfg.inner_steps if dcfg.sync == "diloco" else cfg.ckpt_every, metrics=metrics)
     finally:
-        if mf:
-            mf.close()
+        if metrics is not None:
+            metrics.close()
     if rank == 0:
         ms = read_metrics(run)
         last_val = next((m["val_loss"] for m in reversed(ms) if "val_loss" in m), None)

@@ -22,12 +22,13 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..fsio import save_with, write_json_atomic, write_lines_atomic
+from ..fsio import save_with, write_json_atomic
 from ..machine import machine, peak_rss_mb, versions
 from ..ui import StepBar
 from ..errors import ConfigError, DataError
 from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
 from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
+from .core import CheckpointStore, MetricsLog, run_loop
 from .runner import open_step_runner, training_runtimes
 from .step import FORMS, OptimConfig
 
@@ -56,6 +57,7 @@ class TrainConfig:
     val_fraction: float = 0.1
     optim: OptimConfig = field(default_factory=OptimConfig)
     threads: int | None = None  # runtime threads; not part of a run's identity
+    keep_checkpoints: int = 3  # the last K checkpoints stay on disk; nor is this
     init_jitter: float = 0.0  # relative noise on the initial weights: measures the fp32 noise floor of a control run
 
     def __post_init__(self):
@@ -76,6 +78,7 @@ class TrainConfig:
         """What must match to resume or to compare runs step for step (threads and backend may differ)."""
         d = asdict(self)
         d.pop("threads")
+        d.pop("keep_checkpoints")
         return d
 
     def to_json(self) -> dict:
@@ -85,6 +88,7 @@ class TrainConfig:
     def from_json(cls, d: dict) -> "TrainConfig":
         d = dict(d)
         d["optim"] = OptimConfig(**d.get("optim", {}))
+        d.setdefault("keep_checkpoints", 3)
         return cls(**d)
 
 
@@ -130,15 +134,18 @@ def load_corpus(cfg: TrainConfig, vocab: CharVocab | None = None) -> Corpus:
 
 # ---------------------------------------------------------------- run directory
 
+def checkpoints(run: Path, keep: int | None = None) -> CheckpointStore:
+    """The run's model checkpoints: checkpoints/step_XXXXXXXX.safetensors (params and both Adam moments)."""
+    return CheckpointStore(Path(run) / CKPT_DIR, "step", ".safetensors", keep=keep)
+
+
 def _ckpt_path(run: Path, step: int) -> Path:
-    return run / CKPT_DIR / f"step_{step:08d}.safetensors"
+    return checkpoints(run).path(step)
 
 
 def latest_checkpoint(run: Path) -> tuple[int, Path] | None:
-    files = sorted((run / CKPT_DIR).glob("step_*.safetensors"))
-    if not files:
-        return None
-    return int(files[-1].stem.split("_")[1]), files[-1]
+    found = checkpoints(run).entries()
+    return found[-1] if found else None
 
 
 def save_checkpoint(run: Path, step: int, names: list[str], state) -> Path:
@@ -175,10 +182,7 @@ def read_run(run: Path) -> dict:
 
 
 def read_metrics(run: Path) -> list[dict]:
-    p = Path(run) / "metrics.jsonl"
-    if not p.is_file():
-        return []
-    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    return MetricsLog(Path(run) / "metrics.jsonl").read()
 
 
 def load_run_model(run: Path, step: int | None = None):
@@ -283,48 +287,53 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     )
     setup_s = time.perf_counter() - t0
 
+    store = checkpoints(run, keep=cfg.keep_checkpoints)
+    metrics = MetricsLog(run / "metrics.jsonl")
     start = 0
-    metrics_path = run / "metrics.jsonl"
     if resume:
-        found = latest_checkpoint(run)
+        found = store.load_latest(lambda p: load_checkpoint(p, names))
         if found:
-            start, state = load_checkpoint(found[1], names)
+            start, state = found[1]
             runner.set_state(*state, t=start)
-        # drop metric lines past the checkpoint: the resumed steps will write them again, identically
-        kept = [m for m in read_metrics(run) if m["step"] <= start]
-        write_lines_atomic(metrics_path, kept)
-    elif metrics_path.exists():
-        metrics_path.unlink()
+        metrics.truncate(start)  # the steps after the checkpoint are replayed and logged again, identically
+    else:
+        metrics.reset()
 
     tokens = cfg.batch * cfg.seq_len
-    bar = StepBar("train", cfg.steps, start, enabled=progress)
     step_times: list[float] = []
-    loss = float("nan")
-    val_loss = None
-    with open(metrics_path, "a", encoding="utf-8") as mf:
-        for step in range(start + 1, cfg.steps + 1):
-            x, y = train_b.get(step)
-            lr = lr_at(cfg, step)
-            ts = time.perf_counter()
-            loss = runner.step(step, lr, x, y)
-            dt = time.perf_counter() - ts
-            if not math.isfinite(loss):
-                raise ConfigError(f"loss became {loss} at step {step}; lower --lr (now {cfg.lr}) or check the data")
-            step_times.append(dt)
-            rec = {"step": step, "loss": loss, "lr": lr, "step_s": round(dt, 6), "tokens_per_s": round(tokens / dt, 1)}
-            if step % cfg.eval_every == 0 or step == cfg.steps:
-                _load_params(eval_model, runner.get_state()[0])
-                val_loss = evaluate(eval_model, val_b)
-                rec["val_loss"] = val_loss
-                rec["val_bpc"] = val_loss / math.log(2)
-            mf.write(json.dumps(rec) + "\n")
-            mf.flush()
-            if step % cfg.ckpt_every == 0 or step == cfg.steps:
-                save_checkpoint(run, step, names, runner.get_state())
-            bar.update(step, f"loss {loss:.4f}  {tokens / dt:,.0f} tok/s" + (f"  val {val_loss:.4f}" if val_loss is not None else ""))
-            if on_step:
-                on_step(rec)
-    bar.close()
+
+    def one_step(step: int) -> dict:
+        x, y = train_b.get(step)
+        lr = lr_at(cfg, step)
+        ts = time.perf_counter()
+        loss = runner.step(step, lr, x, y)
+        dt = time.perf_counter() - ts
+        if not math.isfinite(loss):
+            raise ConfigError(f"loss became {loss} at step {step}; lower --lr (now {cfg.lr}) or check the data")
+        step_times.append(dt)
+        return {"step": step, "loss": loss, "lr": lr, "step_s": round(dt, 6), "tokens_per_s": round(tokens / dt, 1)}
+
+    def validate(step: int) -> dict:
+        _load_params(eval_model, runner.get_state()[0])
+        val = evaluate(eval_model, val_b)
+        return {"val_loss": val, "val_bpc": val / math.log(2)}
+
+    def checkpoint(step: int) -> None:
+        save_checkpoint(run, step, names, runner.get_state())
+        store.prune()
+
+    bar = StepBar("train", cfg.steps, start, enabled=progress)
+    try:
+        run_loop(start=start, stop=cfg.steps, step=one_step, evaluate=validate, eval_every=cfg.eval_every,
+                 checkpoint=checkpoint, ckpt_every=cfg.ckpt_every, metrics=metrics, bar=bar, on_record=on_step,
+                 describe=lambda r: f"loss {r['loss']:.4f}  {r['tokens_per_s']:,.0f} tok/s"
+                 + (f"  val {r['val_loss']:.4f}" if "val_loss" in r else ""))
+    finally:
+        metrics.close()
+        bar.close()
+    history = metrics.read()
+    loss = history[-1]["loss"] if history else float("nan")
+    val_loss = next((r["val_loss"] for r in reversed(history) if "val_loss" in r), None)
 
     steady = step_times[min(len(step_times) // 10, 5):] or step_times  # skip warm-up steps
     tps = tokens / statistics.median(steady) if steady else float("nan")
