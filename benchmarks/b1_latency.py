@@ -13,7 +13,7 @@ import time
 from common import meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
-from npuport.runtimes import ShapeSpec
+from npuport.runtimes import ShapeSpec, get_runtime
 from npuport.ui import Progress
 
 
@@ -23,14 +23,18 @@ def main():
     ap.add_argument("--seq-len", type=int, default=512)
     ap.add_argument("--runs", type=int, default=12)
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (slow to compile on 2 cores)")
+    ap.add_argument("--runtimes", default=None,
+                    help="fp32 runtimes to port and time (default: onnxruntime, openvino, inductor, and iree when installed)")
     args = ap.parse_args()
     prog = Progress()
     src = ModelSource(preset=args.preset, random_init=True)
     shapes = ShapeSpec(buckets=(args.seq_len,))
     tmp = tempfile.mkdtemp(prefix="npuport-b1-")
     t0 = time.perf_counter()
+    runtimes = tuple(args.runtimes.split(",")) if args.runtimes else (
+        "onnxruntime", "openvino", "inductor", *(("iree",) if get_runtime("iree").available()[0] else ()))
     try:
-        fp32 = port(PortConfig(source=src, out=f"{tmp}/art", backends=("onnxruntime", "openvino", "inductor"), shapes=shapes,
+        fp32 = port(PortConfig(source=src, out=f"{tmp}/art", backends=runtimes, shapes=shapes,
                                capture_methods=("trace",), bench_runs=1), prog)
         int8 = port(PortConfig(source=src, out=f"{tmp}/int8", backends=("onnxruntime",), shapes=shapes, precision="int8",
                                capture_methods=(), bench_runs=1), prog)

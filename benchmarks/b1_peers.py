@@ -77,7 +77,10 @@ def inner(runs: int, out: str, art: str | None = None) -> None:
         runners["optimum-intel-openvino-f32"] = lambda: ov32(input_ids=ids, attention_mask=mask).last_hidden_state
     except Exception as e:
         notes["optimum-intel-openvino"] = f"failed: {type(e).__name__}: {str(e)[:300]}"
-    if art:  # npuport's own artifacts, run by the plain runtimes in this same process: a true side-by-side
+    # npuport's own artifacts, run by the plain runtimes in this same process: a true side-by-side. The peers' venv
+    # pins transformers 4.x, which npuport (transformers 5) cannot be installed beside: so the sessions are built
+    # here with the same options npuport's runtime files use, not through npuport.
+    if art:
         import onnxruntime as ort
         import openvino as ov
 

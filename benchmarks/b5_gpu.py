@@ -59,7 +59,7 @@ def main():
         import onnxruntime as ort
 
         from npuport.static.capture import export_onnx
-        from npuport.runtimes import ShapeSpec
+        from npuport.runtimes import Graph, ShapeSpec, get_runtime
 
         path = export_onnx(static.cpu(), (ids.cpu(), mask.cpu()), ShapeSpec(buckets=(args.seq_len,)), __import__("pathlib").Path(tempfile.mkdtemp()))
         feeds = {"input_ids": ids.cpu().numpy(), "attention_mask": mask.cpu().numpy()}
@@ -67,9 +67,10 @@ def main():
             if provider not in ort.get_available_providers():
                 skipped[name] = f"{provider} not available in onnxruntime {ort.__version__}"
                 continue
-            sess = ort.InferenceSession(str(path), providers=[provider, "CPUExecutionProvider"])
-            got = sess.run(None, feeds)[0]
-            results[name] = timed(lambda: sess.run(None, feeds), args.runs)
+            ex = get_runtime("onnxruntime").open_graph(Graph(onnx=path, workdir=path.parent, name="b5"),
+                                                         device=name.split("-")[1])
+            got = ex.run(feeds)[0]
+            results[name] = timed(lambda: ex.run(feeds), args.runs)
             results[name]["max_abs_logit_diff"] = float(np.abs(got - ref).max())
     except ImportError as e:
         skipped["onnxruntime"] = str(e)

@@ -22,21 +22,23 @@ def versions() -> dict:
             out[mod] = getattr(m, "__version__", None) or getattr(m, "get_version", lambda: "?")()
         except ImportError:
             out[mod] = None
+    from npuport.machine import versions as dist_versions
+
+    out.update({k: v for k, v in dist_versions().items() if k.startswith("iree")})
     return out
 
 
 def meta(script: str) -> dict:
-    from npuport.artifact import machine
+    from npuport.machine import machine
 
     return {"script": f"benchmarks/{script}", "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             "machine": machine(), "versions": versions(), "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",) if os.environ.get(k)}}
 
 
 def write_result(name: str, data: dict) -> Path:
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    from npuport.fsio import atomic_write
+
     path = RESULTS / f"{name}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
     print(f"wrote {path.relative_to(HERE.parent)}")
     return path

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import json
-import resource
 import statistics
 import tempfile
 import time
@@ -33,36 +31,14 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def ort_profile(path: Path, feeds: dict, threads: int, runs: int = 3) -> dict:
-    """Share of kernel time per op type over `runs` steps (ONNX Runtime's own profiler)."""
-    import collections
-
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.enable_profiling = True
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    so.profile_file_prefix = str(path.parent / "ortprof")
-    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
-    for _ in range(runs):
-        s.run(None, feeds)
-    events = json.loads(Path(s.end_profiling()).read_text())
-    c: collections.Counter = collections.Counter()
-    for e in events:
-        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
-            c[e["args"]["op_name"]] += e["dur"]
-    total = sum(c.values())
-    return {k: round(v / total, 4) for k, v in c.most_common(12)}
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", default=str(SHARED) if SHARED.exists() else "demo")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino")
+    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino,iree",
+                    help="runtimes to time; NAME-npu = the gather-free graph on NAME")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps-per-round", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
@@ -72,6 +48,8 @@ def main():
     import torch
 
     from npuport.models.lm import build_lm, count_parameters, preset_config
+    from npuport.machine import peak_rss_mb
+    from npuport.runtimes.onnxruntime import op_profile
     from npuport.train.runner import open_step_runner
     from npuport.train.loop import TrainConfig, load_corpus
     from npuport.train.step import OptimConfig
@@ -121,16 +99,16 @@ def main():
         if eager_med:
             b["vs_eager"] = round(eager_med / med, 3)
         print(f"{name}: {b['tokens_per_s']:,.0f} tokens/s" + (f" = {b['vs_eager']:.2f}× eager" if eager_med else ""))
-    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    out["peak_rss_mb"] = peak_rss_mb()
     if "onnxruntime" in runners:
         import numpy as np
 
         r = runners["onnxruntime"]
         x, y = batches.get(1)
-        ins = r.names["fused"][0]
+        ins = r.executors["fused"].input_names
         vals = [*r.cur, np.asarray(1.0, np.float32), np.asarray(1e-3, np.float32), x, y]
         feeds = dict(zip(ins, vals))
-        out["onnxruntime_profile"] = ort_profile(work / "onnxruntime" / "fused.onnx", feeds, a.threads)
+        out["onnxruntime_profile"] = op_profile(work / "onnxruntime" / "fused.onnx", feeds, a.threads)
     write_result(a.name, out)
 
 

@@ -25,8 +25,10 @@ def e(x: float) -> str:
 
 def machine_line(r: dict) -> str:
     m, v = r["machine"], r["versions"]
-    return (f"{m['processor']}, {m['cpu_count']} CPUs; torch {v['torch']}, transformers {v['transformers']}, onnxruntime "
-            f"{v['onnxruntime']}, openvino {v['openvino']}; {r['date'][:10]}")
+    iree = f", iree {v['iree-base-compiler']}" if v.get("iree-base-compiler") else ""
+    flags = f" (CPU flags: {' '.join(m['cpu_flags'])})" if m.get("cpu_flags") else ""
+    return (f"{m['processor']}, {m['cpu_count']} CPUs{flags}; torch {v['torch']}, transformers {v['transformers']}, "
+            f"onnxruntime {v['onnxruntime']}, openvino {v['openvino']}{iree}; {r['date'][:10]}")
 
 
 def port_section(r: dict, link: str) -> list[str]:

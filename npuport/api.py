@@ -17,7 +17,7 @@ from . import __version__
 from .artifact import check_files, find_artifacts, load_session, read_manifest, write_manifest
 from .bench import summarize, time_calls
 from .errors import ArtifactError, BackendUnavailable, ConfigError
-from .fsio import atomic_write, write_json_atomic
+from .fsio import atomic_write, staged_output, write_json_atomic
 from .machine import machine, peak_rss_mb, versions
 from .manifest import Manifest, RuntimeInfo
 from .runtimes import feeds_of, get_runtime, runtime_names
@@ -30,7 +30,7 @@ from .verify import data_parity, eager_logits, judge, probe_parity
 
 Progress = Callable[[str], None]
 PROOF_FILE = "proof_inputs.safetensors"
-DEFAULT_PORT_RUNTIMES = ("onnxruntime", "openvino", "inductor")
+DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # from the registry's flags, not a second list
 
 
 # -- model sources ---------------------------------------------------------------------------------------------
@@ -125,15 +125,6 @@ class PortConfig:
             raise ConfigError(f"bench runs {self.bench_runs} must be >= 1")
 
 
-def _check_out(out: Path, overwrite: bool) -> None:
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise ConfigError(f"output directory {out} is not empty; choose another -o or pass --overwrite")
-        if not (out / "report.json").exists():
-            raise ConfigError(f"{out} is not empty and holds no npuport report: refusing to overwrite it")
-        shutil.rmtree(out)
-
-
 def _check_lengths(model: Detector, shapes: ShapeSpec) -> None:
     limit = max_positions(model)
     if shapes.buckets[-1] > limit:
@@ -203,19 +194,17 @@ class _Reference:
 def port(cfg: PortConfig, progress: Progress = silent) -> dict:
     """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report."""
     t_start = time.perf_counter()
-    out = Path(cfg.out)
     inputs = _load_inputs(cfg, progress)
-    _check_out(out, cfg.overwrite)  # every input is valid: only now is the output touched
-    out.mkdir(parents=True, exist_ok=True)
-    work = out / ".capture"
-    try:
-        captured, proof = _capture_and_prove(inputs, cfg, work, progress)
+    # Every input is valid: only now is the output touched, and only through a staging sibling that replaces it
+    # at the end (an error or Ctrl-C leaves -o as it was and removes the half-built staging directory).
+    with staged_output(cfg.out, overwrite=cfg.overwrite, what="port") as stage:
+        captured, proof = _capture_and_prove(inputs, cfg, stage / ".capture", progress)
         ref = _reference(inputs, cfg)
         report = {"npuport_version": __version__, "source": inputs.source, "adapter": captured.adapter.__dict__,
                   "shapes": cfg.shapes.to_json(), "precision": cfg.precision, "capture": proof, "backends": {},
                   "machine": machine()}
         for name in cfg.backends:
-            art = out / f"{name}-{cfg.precision}"
+            art = stage / f"{name}-{cfg.precision}"
             manifest, compile_s = _compile_one(name, captured, inputs, proof, ref, art, progress)
             figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
             manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
@@ -229,9 +218,8 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
             progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
                      f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
         captured.release()
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return _write_report(report, out, proof, cfg, t_start)
+        shutil.rmtree(stage / ".capture", ignore_errors=True)
+        return _write_report(report, stage, proof, cfg, t_start)
 
 
 def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
@@ -445,18 +433,18 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
 
     from .latency import COMPARISONS, interleaved, random_feeds
 
-    tmp = None
-    if cfg.source is not None:
-        tmp = tempfile.mkdtemp(prefix="npuport-bench-")
-        backends = cfg.backends or DEFAULT_PORT_RUNTIMES
-        progress(f"porting to {', '.join(backends)} first")
-        port(PortConfig(source=cfg.source, out=tmp + "/out", backends=backends, shapes=cfg.shapes, precision=cfg.precision,
-                        capture_methods=("trace",), bench_runs=1), progress)
-        root = Path(tmp) / "out"
-    else:
-        root = Path(cfg.artifact_dir)
-    try:
-        sessions, model, shapes = {}, None, None
+    tmp = tempfile.mkdtemp(prefix="npuport-bench-") if cfg.source is not None else None
+    sessions: dict = {}
+    try:  # from here on, the temporary directory and every opened session are released whatever happens
+        if tmp is not None:
+            backends = cfg.backends or DEFAULT_PORT_RUNTIMES
+            progress(f"porting to {', '.join(backends)} first")
+            port(PortConfig(source=cfg.source, out=tmp + "/out", backends=backends, shapes=cfg.shapes,
+                            precision=cfg.precision, capture_methods=("trace",), bench_runs=1), progress)
+            root = Path(tmp) / "out"
+        else:
+            root = Path(cfg.artifact_dir)
+        model, shapes = None, None
         for art in find_artifacts(root):
             manifest = read_manifest(art)
             name = manifest.runtime.name
@@ -505,7 +493,7 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
             write_json_atomic(Path(cfg.json_out), out)
         return out
     finally:
-        for s in list(locals().get("sessions", {}).values()):
+        for s in sessions.values():
             s.close()
         if tmp:
             shutil.rmtree(tmp, ignore_errors=True)

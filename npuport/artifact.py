@@ -11,7 +11,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from .errors import ArtifactError
+from .errors import ArtifactError, IntegrityError
 from .manifest import MANIFEST, Manifest
 
 
@@ -57,14 +57,14 @@ def check_files(directory: str | os.PathLike, manifest: Manifest | None = None) 
     for name in actual.keys() - expected.keys():
         problems.append(f"{name} not in manifest")
     if problems:
-        raise ArtifactError(f"artifact {d} failed its hash check: " + "; ".join(problems))
+        raise IntegrityError(f"artifact {d} failed its hash check: " + "; ".join(problems))
     return manifest
 
 
 def check_source(manifest: Manifest, source_sha256: str) -> None:
     want = manifest.source.get("sha256")
     if want != source_sha256:
-        raise ArtifactError(
+        raise IntegrityError(
             f"artifact was compiled from model {str(want)[:12]}…, but the model given hashes to {source_sha256[:12]}…"
         )
 

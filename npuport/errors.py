@@ -1,4 +1,11 @@
-"""Typed boundary errors. The CLI turns every NpuportError into a one-line message and exit code 2."""
+"""Typed boundary errors, and the one exit-code table the CLI answers with.
+
+    0   ok
+    1   a check failed: parity, file hashes, source hash, signature (CheckFailed)
+    2   bad input or environment: usage, missing files, unknown names, unavailable runtime (any other NpuportError)
+    3   internal error: anything unexpected (one line + "rerun with --debug")
+    130 interrupted (Ctrl-C)
+"""
 
 from __future__ import annotations
 
@@ -27,11 +34,22 @@ class BackendUnavailable(NpuportError):
     """A backend's SDK is not installed or its device is absent; the message names the install command."""
 
 
+EXIT_OK, EXIT_CHECK_FAILED, EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class CheckFailed(NpuportError):
+    """A check npuport exists to make came out negative (exit code 1), as opposed to bad input (exit code 2)."""
+
+
 class ArtifactError(NpuportError):
-    """An artifact directory is missing files, was tampered with, or does not match its source."""
+    """An artifact directory is missing, unreadable or not an npuport artifact."""
 
 
-class ParityError(NpuportError):
+class IntegrityError(ArtifactError, CheckFailed):
+    """An artifact's files, source model or signature do not match its manifest."""
+
+
+class ParityError(CheckFailed):
     """A compiled artifact disagrees with the eager reference beyond tolerance."""
 
     def __init__(self, message: str, *, max_diff: float | None = None, atol: float | None = None):

@@ -101,3 +101,60 @@ def replace_dir(tmp: Path, final: Path) -> None:
     os.replace(tmp, final)
     fsync_dir(final.parent)
     shutil.rmtree(old, ignore_errors=True)
+
+
+OUTPUT_MARKER = ".npuport-output"  # written into every output directory npuport builds; only those are replaced
+
+
+def check_output(out: Path, *, overwrite: bool, flag: str = "--overwrite") -> None:
+    """Refuse, before any work, an output that would lose someone's files."""
+    from .errors import ConfigError
+
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"output {out} is a file, not a directory; choose another -o")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(f"output directory {out} is not empty; choose another -o or pass {flag}")
+        if not (out / OUTPUT_MARKER).is_file():
+            raise ConfigError(f"{out} was not made by npuport (no {OUTPUT_MARKER} marker): refusing to replace it; "
+                              "choose another -o, or move it away yourself")
+
+
+@contextmanager
+def staged_output(out: str | os.PathLike, *, overwrite: bool, what: str, flag: str = "--overwrite") -> Iterator[Path]:
+    """Build an output directory in a temporary sibling; swap it in only when the block succeeds.
+
+    The caller writes everything under the yielded directory. On success it gets npuport's marker and replaces
+    `out` (which must be empty, absent, or an earlier npuport output when `overwrite`). On an error, Ctrl-C or a
+    full disk the sibling is removed and `out` is exactly as it was."""
+    import errno
+    import shutil
+
+    from .errors import NpuportError
+
+    out = Path(out)
+    check_output(out, overwrite=overwrite, flag=flag)
+    stage = out.parent / f".{out.name}.npuport-staging-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir(parents=True)
+    try:
+        yield stage
+        atomic_write(stage / OUTPUT_MARKER, json.dumps({"made_by": "npuport", "what": what}) + "\n")
+        fsync_tree(stage)
+        old = out.parent / f".{out.name}.npuport-old-{os.getpid()}"
+        if out.exists():
+            os.replace(out, old)
+        os.replace(stage, out)
+        fsync_dir(out.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    except OSError as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        if e.errno == errno.ENOSPC:
+            free = shutil.disk_usage(out.parent).free
+            raise NpuportError(f"disk full while writing {out} ({free / 2**20:.0f} MB free on its filesystem); "
+                               "free space or choose an -o on another disk") from None
+        raise
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise

@@ -41,3 +41,15 @@ def test_bench_bad_input(tmp_path):
     with pytest.raises(ConfigError, match="exactly one"):
         BenchConfig()
     assert main(["bench", "--preset", "tiny-bert", "--random-init", "--vs", "nope", "--seq-len", "16"]) == 2
+
+
+def test_bench_leaves_no_temporary_directory_on_error(tmp_path, monkeypatch):
+    """A bench that ports first and then fails removes its npuport-bench-* directory (it was made outside the try)."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ConfigError, match="supports precision"):
+        bench(BenchConfig(source=ModelSource(preset="tiny-bert", random_init=True), backends=("onnxruntime",),
+                          shapes=ShapeSpec(buckets=(16,)), runs=1, vs=("eager",),
+                          precision="fp16"))  # fp16 on the CPU EP is refused before any artifact exists
+    assert not list(tmp_path.glob("npuport-bench-*"))

@@ -128,5 +128,18 @@ def test_port_and_verify_in_process(tmp_path, capsys):
     raw = bytearray(data.read_bytes())
     raw[100] ^= 1
     data.write_bytes(bytes(raw))
-    assert main(["-q", "verify", str(out)]) == 2
+    assert main(["-q", "verify", str(out)]) == 1  # a failed check, not bad input (one exit-code table)
     assert "hash check" in capsys.readouterr().err
+
+
+def test_internal_error_is_one_line_with_exit_3(monkeypatch, capsys, tmp_path):
+    """An exception npuport did not foresee still ends in one line and its own exit code (never a traceback)."""
+    import npuport.api
+
+    def broken(*a, **k):
+        raise ZeroDivisionError("division by zero somewhere deep")
+
+    monkeypatch.setattr(npuport.api, "verify", broken)
+    assert main(["-q", "verify", str(tmp_path)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "internal error: ZeroDivisionError" in err[0] and "--debug" in err[0]

@@ -2,8 +2,8 @@
 fills a config dataclass and calls one function of the library (`npuport.api`). No argparse object enters the
 library.
 
-Exit codes, one table: 0 ok, 1 a check failed (parity, hashes), 2 bad input or environment (one-line message;
---debug shows the traceback), 130 interrupted.
+Exit codes, one table (npuport/errors.py): 0 ok, 1 a check failed (parity, hashes), 2 bad input or environment,
+3 internal error, 130 interrupted. Every failure is one line on stderr; --debug adds the traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 
-from ..errors import NpuportError
+from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
 from . import demo, detector, doctor, lm, port, serve
 from .common import EPILOG
 
@@ -48,11 +48,19 @@ def main(argv: list[str] | None = None) -> int:
     except NpuportError as e:
         if args.debug:
             traceback.print_exc()
-        print(f"npuport {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        kind = "check failed" if isinstance(e, CheckFailed) else "error"
+        print(f"npuport {args.command}: {kind}: {e}", file=sys.stderr)
+        return EXIT_CHECK_FAILED if isinstance(e, CheckFailed) else EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
+    except Exception as e:  # noqa: BLE001 - the last boundary: one line, its own exit code, never a bare traceback
+        if args.debug:
+            traceback.print_exc()
+        first = (str(e).strip().splitlines() or [""])[0][:300]
+        print(f"npuport {args.command}: internal error: {type(e).__name__}: {first} (rerun with --debug for the "
+              "traceback)", file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 __all__ = ["build_parser", "main"]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-EPILOG = "Docs: README.md. Every compiled artifact carries its proof in manifest.json. Exit codes: 0 ok, 1 a check failed, 2 bad input, 130 interrupted."
+EPILOG = ("Docs: README.md. Every compiled artifact carries its proof in manifest.json. Exit codes: 0 ok, 1 a check "
+          "failed, 2 bad input, 3 internal error, 130 interrupted.")
 
 
 def csv_list(kind: str, cast=str):

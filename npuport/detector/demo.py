@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-import numpy as np
-
 from .. import __version__
-from ..fsio import atomic_write, write_json_atomic
+from ..fsio import atomic_write, check_output, staged_output, write_json_atomic
 from ..machine import machine
-from ..errors import ConfigError
 
 DEMO_VERSION = 1  # bump when the generator or recipe changes: cached demo models are then rebuilt
 Progress = Callable[[str], None]
@@ -49,21 +46,24 @@ def demo_model_dir(seed: int = 0) -> Path:
 def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> Path:
     """Generate the demo data, train a tokenizer and a small ModernBERT detector; returns the directory holding
     model/, data/ and build.json. Reuses a complete earlier build unless force."""
+    final = Path(cfg.out) if cfg.out else demo_model_dir(cfg.seed)
+    if (final / "build.json").is_file() and not cfg.force:
+        progress(f"reusing the demo detector in {final}")
+        return final
+    # built in a staging sibling, swapped in whole; --force replaces only an earlier npuport build
+    with staged_output(final, overwrite=cfg.force, what="demo-build", flag="--force") as root:
+        _build_into(root, cfg, progress, show_bar)
+    return final
+
+
+def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: bool) -> None:
     from ..models.detector import build_preset
     from .data import context_text, load_examples
     from .generate import write_dataset
     from .tokenizer import train_tokenizer
     from .train import TrainConfig, train
 
-    root = Path(cfg.out) if cfg.out else demo_model_dir(cfg.seed)
     done = root / "build.json"
-    if done.is_file() and not cfg.force:
-        progress(f"reusing the demo detector in {root}")
-        return root
-    if root.exists():
-        if not cfg.force and any(root.iterdir()):
-            raise ConfigError(f"{root} exists and is not a finished demo build; pass --force to rebuild it")
-        shutil.rmtree(root)
     t0 = time.perf_counter()
     progress("generating the demo data set (persona-disjoint train/val/test)")
     stats = write_dataset(root / "data", seed=cfg.seed)
@@ -82,7 +82,6 @@ def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_b
     write_json_atomic(done, {"npuport_version": __version__, "demo_version": DEMO_VERSION, "seed": cfg.seed, "data": stats,
                              "train": {k: v for k, v in summary.items() if k != "history"}, "history": summary["history"],
                              "seconds": round(time.perf_counter() - t0, 1)})
-    return root
 
 
 # -- npuport demo ------------------------------------------------------------------------------------------------
@@ -99,20 +98,18 @@ class DemoConfig:
 
 
 def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> dict:
+    t0 = time.perf_counter()
+    check_output(Path(cfg.out), overwrite=cfg.overwrite)  # before the (long) build: refuse early
+    root = build_demo(DemoBuildConfig(seed=cfg.seed), progress, show_bar=show_bar)
+    with staged_output(cfg.out, overwrite=cfg.overwrite, what="demo") as out:
+        return _demo_into(out, root, cfg, progress, t0)
+
+
+def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: float) -> dict:
     from ..api import ModelSource, PortConfig, port
     from ..runtimes import ShapeSpec, get_runtime, runtime_names
     from .evaluate import EvalConfig, evaluate
 
-    t0 = time.perf_counter()
-    out = Path(cfg.out)
-    if out.exists() and any(out.iterdir()):
-        if not cfg.overwrite:
-            raise ConfigError(f"{out} is not empty; choose another --out or pass --overwrite")
-        if not (out / "report.json").exists():
-            raise ConfigError(f"{out} holds no npuport demo report: refusing to overwrite it")
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    root = build_demo(DemoBuildConfig(seed=cfg.seed), progress, show_bar=show_bar)
     model_dir, test = root / "model", root / "data" / "test.jsonl"
     progress("evaluating the detector on the test split (unseen personas)")
     metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(out / "plots")))

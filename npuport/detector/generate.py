@@ -278,18 +278,14 @@ def build_dataset(seed: int = 0, per_persona: int = 60, procedural: int = 1500, 
 
 def write_dataset(out: str | Path, seed: int = 0, per_persona: int = 60, procedural: int = 1500) -> dict:
     """Write train/val/test JSONL + stats.json; returns the stats (size, balance, kinds, personas per split)."""
-    from ..fsio import write_json_atomic
+    from ..fsio import atomic_write, write_json_atomic
 
     d = Path(out)
     d.mkdir(parents=True, exist_ok=True)
     data = build_dataset(seed, per_persona, procedural)
     stats = {"seed": seed, "per_persona": per_persona, "procedural_train_personas": procedural, "splits": {}}
     for name, rows in data.items():
-        tmp = d / f".{name}.jsonl.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            for r in rows:
-                f.write(json.dumps(r, ensure_ascii=False) + "\n")
-        tmp.replace(d / f"{name}.jsonl")
+        atomic_write(d / f"{name}.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         stats["splits"][name] = {
             "rows": len(rows), "deviation_fraction": sum(r["label"] for r in rows) / len(rows),
             "personas": len({r["persona"] for r in rows}), "kinds": dict(Counter(r["kind"] for r in rows)),

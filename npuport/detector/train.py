@@ -21,7 +21,7 @@ import torch
 from ..errors import ConfigError
 from ..fsio import replace_dir, write_json_atomic
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
-from .data import Example, encode, load_examples
+from .data import encode, load_examples
 from ..train.core import CheckpointStore, MetricsLog, run_loop
 from ..ui import StepBar
 from .metrics import best_threshold, classification_metrics

@@ -95,6 +95,7 @@ class Runtime:
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
     executes: ClassVar[str] = "executes"
     ports: ClassVar[bool] = True  # builds encoder artifacts (`npuport port`)
+    default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
 
@@ -133,12 +134,15 @@ class Runtime:
     def check(self, spec: CompileSpec) -> None:
         if not self.ports:
             raise ConfigError(f"runtime {self.name!r} does not build encoder artifacts (it is for training only)")
-        if spec.device not in self.list_devices():
-            raise ConfigError(f"device {spec.device!r} not available for runtime {self.name!r}; "
-                              f"available: {', '.join(self.list_devices()) or '(none)'}")
+        self.check_device(spec.device)
         if spec.precision not in self.precisions(spec.device):
             raise ConfigError(f"runtime {self.name!r} on {spec.device} supports precision "
                               f"{', '.join(self.precisions(spec.device))}, not {spec.precision}")
+
+    def check_device(self, device: str) -> None:
+        if device not in self.list_devices():
+            raise ConfigError(f"device {device!r} not available for runtime {self.name!r}; "
+                              f"available: {', '.join(self.list_devices()) or '(none)'}")
 
     # -- encoder artifacts
     def compile(self, captured: "Captured", spec: CompileSpec, out: Path) -> dict[str, Any]:
@@ -149,7 +153,7 @@ class Runtime:
         raise ConfigError(f"runtime {self.name!r} does not load encoder artifacts")
 
     # -- any graph
-    def open_graph(self, graph: Graph, threads: int | None = None) -> Executor:
+    def open_graph(self, graph: Graph, threads: int | None = None, device: str = "cpu") -> Executor:
         raise ConfigError(f"runtime {self.name!r} does not run standard-ONNX graphs")
 
     # -- training

@@ -72,6 +72,7 @@ class InductorRuntime(Runtime):
     name = "inductor"
     description = "torch.export + AOTInductor (C++ package, no Python graph at run time)"
     compiles_from = ("export",)
+    default_port = True
 
     def available(self):
         import shutil
@@ -95,6 +96,7 @@ class InductorRuntime(Runtime):
         self.require()
         return InductorSession(directory, manifest, threads)
 
-    def open_graph(self, graph: Graph, threads=None) -> Executor:
+    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
         self.require()
+        self.check_device(device)
         return InductorExecutor(graph, threads)

@@ -193,8 +193,9 @@ class IreeRuntime(Runtime):
         self.require()
         return IreeSession(directory, manifest, threads)
 
-    def open_graph(self, graph: Graph, threads=None) -> Executor:
+    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
         self.require()
+        self.check_device(device)
         try:
             return IreeExecutor(graph, threads)
         except ImportError as e:

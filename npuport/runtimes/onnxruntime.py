@@ -69,11 +69,12 @@ class OrtSession(Session):
 
 
 class OrtExecutor(Executor):
-    def __init__(self, graph: Graph, threads: int | None):
+    def __init__(self, graph: Graph, threads: int | None, device: str = "cpu"):
         import onnxruntime as ort
 
+        providers = [PROVIDERS[device]] + (["CPUExecutionProvider"] if device != "cpu" else [])
         self.session = ort.InferenceSession(str(graph.onnx), session_options(threads, graph.dims, sequential=True, spinning=True),
-                                            providers=["CPUExecutionProvider"])
+                                            providers=providers)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
 
@@ -96,6 +97,7 @@ class OnnxRuntime(Runtime):
     install_hint = "pip install onnxruntime  (GPU: onnxruntime-gpu)"
     description = "ONNX Runtime (CPU EP; CUDA / TensorRT EPs when present)"
     compiles_from = ("onnx",)
+    default_port = True
 
     def versions(self):
         import onnxruntime as ort
@@ -140,6 +142,29 @@ class OnnxRuntime(Runtime):
         self.require()
         return OrtSession(directory, manifest, threads)
 
-    def open_graph(self, graph: Graph, threads=None) -> Executor:
+    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
         self.require()
-        return OrtExecutor(graph, threads)
+        self.check_device(device)
+        return OrtExecutor(graph, threads, device)
+
+
+def op_profile(path: Path, feeds: dict, threads: int, runs: int = 3) -> dict:
+    """Share of kernel time per op type over `runs` calls of one graph (ONNX Runtime's own profiler)."""
+    import collections
+    import json
+
+    import onnxruntime as ort
+
+    so = session_options(threads, sequential=True, spinning=True)
+    so.enable_profiling = True
+    so.profile_file_prefix = str(path.parent / "ortprof")
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    for _ in range(runs):
+        s.run(None, feeds)
+    events = json.loads(Path(s.end_profiling()).read_text())
+    c: collections.Counter = collections.Counter()
+    for e in events:
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):
+            c[e["args"]["op_name"]] += e["dur"]
+    total = sum(c.values())
+    return {k: round(v / total, 4) for k, v in c.most_common(12)}

@@ -84,6 +84,7 @@ class OpenVinoRuntime(Runtime):
     install_hint = "pip install openvino"
     description = "OpenVINO (CPU; GPU/NPU devices when present)"
     compiles_from = ("torch", "onnx")
+    default_port = True
 
     def versions(self):
         import openvino as ov
@@ -121,6 +122,7 @@ class OpenVinoRuntime(Runtime):
         self.require()
         return OvSession(directory, manifest, threads)
 
-    def open_graph(self, graph: Graph, threads=None) -> Executor:
+    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
         self.require()
+        self.check_device(device)
         return OvExecutor(graph, threads)

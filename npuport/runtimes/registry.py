@@ -59,13 +59,10 @@ def get_runtime(name: str) -> Runtime:
     return RUNTIMES.get(name)
 
 
-def runtime_names(*, ports: bool | None = None, trains: bool | None = None, runs_graphs: bool | None = None) -> list[str]:
-    """Registered runtime names, filtered by capability (None = any)."""
+def runtime_names(*, ports: bool | None = None, trains: bool | None = None, runs_graphs: bool | None = None,
+                  default_port: bool | None = None) -> list[str]:
+    """Registered runtime names, filtered by capability flags (None = any)."""
     _all()
-    out = []
-    for n in RUNTIMES.names():
-        r = RUNTIMES.get(n)
-        if all(want is None or getattr(r, flag) == want
-               for flag, want in (("ports", ports), ("trains", trains), ("runs_graphs", runs_graphs))):
-            out.append(n)
-    return out
+    wanted = {"ports": ports, "trains": trains, "runs_graphs": runs_graphs, "default_port": default_port}
+    return [n for n in RUNTIMES.names()
+            if all(want is None or getattr(RUNTIMES.get(n), flag) == want for flag, want in wanted.items())]

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, ExportError
+from ..fsio import save_with
 from ..models.lm import cross_entropy
 
 FORMS = ("fused", "split")
@@ -249,9 +250,7 @@ def export_step_onnx(fns: StepFunctions, kind: str, batch: int, seq_len: int, pa
     except Exception as e:  # noqa: BLE001
         raise ExportError(f"ONNX export of the {kind} step failed: {type(e).__name__}: {e}") from e
     model = untie_transposed_constants(prog.model_proto)
-    tmp = path.with_suffix(".tmp.onnx")
-    onnx.save(model, str(tmp))
-    tmp.replace(path)
+    save_with(path, lambda tmp: onnx.save(model, str(tmp)))
     ops = op_types(model)
     bad = sorted(d for d in {n.domain for n in model.graph.node} if d not in ("", "ai.onnx"))
     if bad:

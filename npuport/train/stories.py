@@ -122,5 +122,7 @@ STORIES_PATH = Path(__file__).with_name("stories.txt")
 
 if __name__ == "__main__":
     text = compose()
-    STORIES_PATH.write_text(text, encoding="utf-8")
+    from ..fsio import atomic_write
+
+    atomic_write(STORIES_PATH, text)
     print(f"wrote {STORIES_PATH} ({len(text.encode())} bytes)")

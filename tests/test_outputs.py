@@ -1,0 +1,86 @@
+"""Nothing lost: an output directory is validated before any work, built in a staging sibling and swapped in; only
+a directory npuport made (its marker) is ever replaced, and a failing command leaves -o exactly as it was."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from npuport.cli import main
+from npuport.errors import ConfigError
+from npuport.fsio import OUTPUT_MARKER, staged_output
+
+
+def user_dir(tmp_path):
+    d = tmp_path / "userdir"
+    d.mkdir()
+    (d / "report.json").write_text(json.dumps({"mine": True}))
+    (d / "precious.txt").write_text("draft")
+    return d
+
+
+def intact(d):
+    return sorted(p.name for p in d.iterdir()) == ["precious.txt", "report.json"] and (d / "precious.txt").read_text() == "draft"
+
+
+def test_port_overwrite_with_bad_input_keeps_user_dir(tmp_path):
+    d = user_dir(tmp_path)
+    assert main(["-q", "port", str(tmp_path / "nonexistent"), "-o", str(d), "--overwrite"]) == 2
+    assert intact(d)
+
+
+def test_port_overwrite_refuses_a_directory_npuport_did_not_make(tmp_path, capsys):
+    d = user_dir(tmp_path)
+    assert main(["-q", "port", "--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--backend", "onnxruntime",
+                 "-o", str(d), "--overwrite"]) == 2
+    assert "not made by npuport" in capsys.readouterr().err
+    assert intact(d)
+
+
+def test_port_output_is_a_file(tmp_path, capsys):
+    f = tmp_path / "out.txt"
+    f.write_text("keep")
+    assert main(["-q", "port", "--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--backend", "onnxruntime",
+                 "-o", str(f)]) == 2
+    assert "is a file" in capsys.readouterr().err and f.read_text() == "keep"
+
+
+def test_port_overwrite_replaces_its_own_output_and_leaves_no_staging(tmp_path):
+    out = tmp_path / "out"
+    args = ["-q", "port", "--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--backend", "onnxruntime",
+            "-o", str(out), "--bench-runs", "1"]
+    assert main(args) == 0
+    assert (out / OUTPUT_MARKER).is_file() and (out / "onnxruntime-fp32" / "manifest.json").is_file()
+    assert not (out / ".capture").exists()
+    assert main(args) == 2  # not empty, no --overwrite
+    assert main([*args, "--overwrite"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging or old copies left beside it
+
+
+def test_failure_inside_the_stage_leaves_the_old_output(tmp_path):
+    out = tmp_path / "out"
+    with staged_output(out, overwrite=False, what="test") as stage:
+        (stage / "a.txt").write_text("first")
+    with pytest.raises(KeyboardInterrupt):
+        with staged_output(out, overwrite=True, what="test") as stage:
+            (stage / "a.txt").write_text("second")
+            raise KeyboardInterrupt  # Ctrl-C half way
+    assert (out / "a.txt").read_text() == "first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+def test_build_demo_force_refuses_foreign_directory(tmp_path, capsys):
+    d = user_dir(tmp_path)
+    assert main(["-q", "detector", "build-demo", "-o", str(d), "--force"]) == 2
+    assert "not made by npuport" in capsys.readouterr().err
+    assert intact(d)
+
+
+def test_demo_overwrite_refuses_foreign_directory_before_building(tmp_path):
+    from npuport.detector.demo import DemoConfig, run_demo
+
+    d = user_dir(tmp_path)
+    with pytest.raises(ConfigError, match="not made by npuport"):
+        run_demo(DemoConfig(out=str(d), overwrite=True))
+    assert intact(d)
