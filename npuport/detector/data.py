@@ -83,8 +83,12 @@ def load_examples(path: str | Path, *, require_label: bool = False) -> list[Exam
     errors: list[str] = []
     if p.suffix.lower() == ".csv":
         reader = csv.DictReader(io.StringIO(text))
-        for rec in reader:
-            rows.append((reader.line_num, {k: v for k, v in rec.items() if k is not None}))
+        try:
+            for rec in reader:
+                rows.append((reader.line_num, {k: v for k, v in rec.items() if k is not None}))
+        except csv.Error as e:  # e.g. a field over the csv module's limit (131,072 characters)
+            raise DataError(f"{p}:{reader.line_num + 1}: unreadable CSV ({e}); fields are limited to "
+                            f"{csv.field_size_limit():,} characters") from None
     else:
         for n, line in enumerate(text.splitlines(), start=1):
             if not line.strip():
@@ -93,6 +97,8 @@ def load_examples(path: str | Path, *, require_label: bool = False) -> list[Exam
                 rows.append((n, json.loads(line)))
             except json.JSONDecodeError as e:
                 errors.append(f"{p}:{n}: invalid JSON ({e.msg})")
+            except RecursionError:
+                errors.append(f"{p}:{n}: JSON nested too deeply (a row is one flat object)")
     out = []
     for n, row in rows:
         ex, err = validate_row(row, require_label=require_label)

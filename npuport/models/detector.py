@@ -114,6 +114,28 @@ class Detector(nn.Module):
 _BACKBONE_PREFIXES = ("model.", "bert.", "roberta.", "distilbert.", "encoder_model.")
 
 
+# Structural sizes a model is built from: a non-integer here would fail deep inside torch with a bare traceback.
+_INT_FIELDS = ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size",
+               "max_position_embeddings", "dim", "n_layers", "n_heads", "hidden_dim")
+
+
+def _config_validation_error() -> type[Exception]:
+    """transformers 5 validates configs through huggingface_hub's strict dataclasses (not a ValueError)."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+
+        return StrictDataclassError
+    except ImportError:
+        return ValueError
+
+
+def _check_config_types(config, where: Path) -> None:
+    for f in _INT_FIELDS:
+        v = getattr(config, f, None)
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v <= 0):
+            raise ValueError(f"{f} = {v!r} in {where} must be a positive integer")
+
+
 def load_detector(directory: str | os.PathLike) -> Detector:
     """Load a detector directory, or a plain HF encoder checkpoint (head initialised at random)."""
     from safetensors import SafetensorError
@@ -127,8 +149,10 @@ def load_detector(directory: str | os.PathLike) -> Detector:
         raise ModelLoadError(f"{d}/{CONFIG_NAME} is missing: a HF model directory needs config.json and model.safetensors")
     try:
         raw = json.loads((d / CONFIG_NAME).read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ModelLoadError(f"{d}/{CONFIG_NAME} is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise ModelLoadError(f"{d}/{CONFIG_NAME} must hold a JSON object (a HF config), not a {type(raw).__name__}")
     model_type = raw.get("model_type")
     if model_type not in SUPPORTED_MODEL_TYPES:
         from ..errors import UnsupportedArchitecture
@@ -145,9 +169,10 @@ def load_detector(directory: str | os.PathLike) -> Detector:
     spec_raw = raw.pop(DETECTOR_KEY, None)
     try:
         config = AutoConfig.for_model(**raw)
-    except (TypeError, ValueError, KeyError) as e:
+        _check_config_types(config, d / CONFIG_NAME)
+        spec = DetectorSpec(**{**spec_raw, "labels": tuple(spec_raw.get("labels", LABELS))}) if spec_raw else DetectorSpec()
+    except (TypeError, ValueError, KeyError, AttributeError, _config_validation_error()) as e:
         raise ModelLoadError(f"{d}/{CONFIG_NAME} is not a valid {model_type} config: {e}") from None
-    spec = DetectorSpec(**{**spec_raw, "labels": tuple(spec_raw.get("labels", LABELS))}) if spec_raw else DetectorSpec()
     try:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as e:

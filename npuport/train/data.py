@@ -34,12 +34,18 @@ def read_documents(path: str | Path, fmt: str = "auto") -> list[str]:
     path = Path(path)
     if fmt not in FORMATS:
         raise DataError(f"corpus format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if not path.is_file():
+    if not path.exists():
         raise DataError(f"{path}: no such corpus file (pass --corpus FILE, or --demo-corpus for the embedded stories)")
+    if path.is_dir():
+        raise DataError(f"{path} is a directory; --corpus takes one text, TinyStories or JSONL file")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as e:
         raise DataError(f"{path}: not UTF-8 text ({e}); convert it with iconv -t utf-8") from e
+    except OSError as e:
+        raise DataError(f"{path}: cannot be read ({e.strerror})") from None
+    if not text.strip():
+        raise DataError(f"{path} is empty: a corpus needs text to train on")
     if fmt == "auto":
         fmt = "jsonl" if path.suffix == ".jsonl" else ("tinystories" if SEPARATOR in text else "text")
     if fmt == "jsonl":
@@ -51,6 +57,9 @@ def read_documents(path: str | Path, fmt: str = "auto") -> list[str]:
                 row = json.loads(line)
             except json.JSONDecodeError as e:
                 errors.append(f"{path}:{i}: invalid JSON ({e.msg})")
+                continue
+            except RecursionError:
+                errors.append(f"{path}:{i}: JSON nested too deeply (one object per line)")
                 continue
             if not isinstance(row, dict) or not isinstance(row.get("text"), str):
                 errors.append(f"{path}:{i}: expected an object with a string field \"text\"")

@@ -246,6 +246,8 @@ def _prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg
         if old["corpus"]["fingerprint"] != corpus.fingerprint:
             raise ConfigError(f"cannot resume {run}: the corpus changed since the run started (fingerprint differs)")
         return old
+    if run.exists() and not run.is_dir():
+        raise ConfigError(f"-o {run} is a file, not a directory; give a new or empty -o directory")
     if existing.is_file():
         raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
     if run.exists() and any(run.iterdir()):
