@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import EPILOG, add_runtime_flag, positive_int
+from .common import EPILOG, add_runtime_flag, csv_list, positive_int
 
 
 def register(sub) -> None:
@@ -16,8 +16,19 @@ def register(sub) -> None:
     sv.add_argument("--max-batch", type=positive_int, default=8, help="rows per runtime batch (default 8)")
     sv.add_argument("--max-wait-ms", type=float, default=5.0, help="how long a batch waits to fill (default 5)")
     sv.add_argument("--threshold", type=float, help="decision threshold (default: the model's, chosen on validation)")
-    sv.add_argument("--api-key-file", help="require this key (X-API-Key or Authorization: Bearer) on /v1/*")
+    sv.add_argument("--max-batch-tokens", type=positive_int, default=4096,
+                    help="padded tokens per runtime batch (rows x bucket length; default 4096)")
+    sv.add_argument("--api-key-file", help="require this key (X-API-Key or Authorization: Bearer) on every route but "
+                    "/healthz and the playground page")
+    sv.add_argument("--public-metrics", action="store_true", help="with --api-key-file: leave /metrics open to a scraper")
+    sv.add_argument("--allowed-hosts", type=csv_list("allowed hosts"), default=(),
+                    help="Host names to answer besides loopback and --host (\"*\" = any; DNS-rebinding guard)")
     sv.add_argument("--max-items", type=positive_int, default=64, help="items per request (default 64)")
+    sv.add_argument("--max-concurrent-requests", type=positive_int, default=64,
+                    help="detect requests in flight; more get 429 with Retry-After (default 64)")
+    sv.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
+    sv.add_argument("--allow-unverified", action="store_true",
+                    help="serve an artifact whose parity check failed or never ran (refused by default)")
     g = sv.add_mutually_exclusive_group()
     g.add_argument("--truncate", choices=("head", "tail"), default="tail",
                    help="inputs longer than the largest bucket: drop the tail (default) or the head, flagged truncated")
@@ -32,5 +43,8 @@ def run(args) -> int:
     serve(ServeConfig(artifact_dir=args.artifact_dir, backend=args.runtime, host=args.host, port=args.port,
                       max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, threshold=args.threshold,
                       api_key_file=args.api_key_file, max_items=args.max_items, truncate=args.truncate,
-                      reject_long=args.reject_long))
+                      reject_long=args.reject_long, max_batch_tokens=args.max_batch_tokens,
+                      public_metrics=args.public_metrics, allowed_hosts=tuple(args.allowed_hosts),
+                      max_concurrent_requests=args.max_concurrent_requests, request_timeout_s=args.request_timeout,
+                      allow_unverified=args.allow_unverified))
     return 0

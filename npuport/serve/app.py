@@ -1,21 +1,36 @@
 """HTTP service on a compiled artifact: POST /v1/detect, GET /healthz, /v1/model, /metrics, OpenAPI docs at /docs,
-and a playground page at /. Bad input always gets a JSON 4xx body; the artifact is hash-checked before serving."""
+and a playground page at /. Bad input always gets a JSON 4xx body; the artifact is hash-checked (and its parity
+must have passed) before serving.
 
+Access policy with --api-key-file: every route needs the key (X-API-Key or Authorization: Bearer) except /healthz
+(for probes) and the playground page / (static HTML that holds no model data and asks for the key); /metrics opens
+to a scraper with --public-metrics. Requests whose Host header is not this service's (DNS rebinding) are refused
+unless --allowed-hosts lists them. POST bodies must be application/json (no cross-origin "simple" requests).
+"""
+
+import asyncio
 import hmac
 import json
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Union
 
 from fastapi import FastAPI, Request  # module level: FastAPI resolves handler annotations from module globals
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from pydantic import ValidationError
 
 from ..detector.data import Example
 from ..errors import ConfigError
 from .engine import Batcher, Engine, TooLong
+from .schemas import BatchResponse, DetectResponse, ErrorBody, explain, make_request_models
 
 PAGE = Path(__file__).with_name("page.html")
+# Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
+ROUTES = ("/v1/detect", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect", "/openapi.json",
+          "/redoc")
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,20 +40,28 @@ class ServeConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     max_batch: int = 8
+    max_batch_tokens: int = 4096  # rows x bucket length per runtime batch
     max_wait_ms: float = 5.0
     threshold: float | None = None
     api_key_file: str | None = None
+    public_metrics: bool = False
+    allowed_hosts: tuple[str, ...] = ()  # beyond loopback and --host; "*" allows any Host header
     max_items: int = 64
     max_body_bytes: int = 1 << 20
     max_chars: int = 20_000
+    max_concurrent_requests: int = 64  # beyond it: 429 with Retry-After
+    request_timeout_s: float = 30.0  # beyond it: 504
     truncate: str = "tail"
     reject_long: bool = False
+    allow_unverified: bool = False
 
     def __post_init__(self):
         if not (0 < self.port < 65536):
             raise ConfigError(f"--port {self.port} must be in 1..65535")
         if self.max_items < 1 or self.max_body_bytes < 1024:
             raise ConfigError("--max-items must be >= 1 and the body limit >= 1024 bytes")
+        if self.max_concurrent_requests < 1 or self.request_timeout_s <= 0 or self.max_batch_tokens < 1:
+            raise ConfigError("--max-concurrent-requests, --request-timeout and --max-batch-tokens must be positive")
 
     def api_key(self) -> str | None:
         if not self.api_key_file:
@@ -51,64 +74,57 @@ class ServeConfig:
             raise ConfigError(f"the API key in {p} is shorter than 16 characters")
         return key
 
+    def hosts(self) -> set[str] | None:
+        """Host names this service answers to; None = any."""
+        if "*" in self.allowed_hosts:
+            return None
+        return {*LOOPBACK, self.host, *self.allowed_hosts}
 
-def _error(status: int, message: str, **extra):
-    return JSONResponse({"error": message, **extra}, status_code=status)
+
+def _error(status: int, message: str, headers: dict | None = None):
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def _validate(body: object, max_items: int, max_chars: int) -> tuple[list[Example], bool] | tuple[None, tuple[int, str]]:
-    """-> (items, is_batch) or (None, (status, message)). Strict types: no coercion of numbers to strings."""
-    if not isinstance(body, dict):
-        return None, (422, "the body must be a JSON object: {persona, user?, reply} or {items: [...]}")
-    is_batch = "items" in body
-    if is_batch:
-        if set(body) - {"items"}:
-            return None, (422, f"unexpected fields beside 'items': {sorted(set(body) - {'items'})}")
-        raw = body["items"]
-        if not isinstance(raw, list) or not raw:
-            return None, (422, "'items' must be a non-empty list")
-        if len(raw) > max_items:
-            return None, (413, f"{len(raw)} items; at most {max_items} per request")
-    else:
-        raw = [body]
-    items = []
-    for i, it in enumerate(raw):
-        where = f"items[{i}]" if is_batch else "body"
-        if not isinstance(it, dict):
-            return None, (422, f"{where} must be an object")
-        extra = set(it) - {"persona", "user", "reply"}
-        if extra:
-            return None, (422, f"{where}: unknown fields {sorted(extra)}")
-        for key in ("persona", "reply"):
-            v = it.get(key)
-            if v is None:
-                return None, (422, f"{where}: missing field {key!r}")
-            if not isinstance(v, str):
-                return None, (422, f"{where}.{key} must be a string, got {type(v).__name__}")
-            if not v.strip():
-                return None, (422, f"{where}.{key} is empty")
-            if len(v) > max_chars:
-                return None, (413, f"{where}.{key} has {len(v)} characters; at most {max_chars}")
-        user = it.get("user")
-        if user is not None and not isinstance(user, str):
-            return None, (422, f"{where}.user must be a string or absent, got {type(user).__name__}")
-        if user is not None and len(user) > max_chars:
-            return None, (413, f"{where}.user has {len(user)} characters; at most {max_chars}")
-        items.append(Example(persona=it["persona"], reply=it["reply"], user=user or None))
-    return items, is_batch
+class _TooLarge(Exception):
+    pass
+
+
+def _host_name(value: str) -> str:
+    if value.startswith("["):  # [::1]:8000
+        return value[1 : value.find("]")]
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def _parse(raw: bytes):
+    """JSON with limits: a body that is not UTF-8, not JSON, nested too deeply or holding a number too long for
+    Python's int conversion is a 400, never a 500."""
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "the body is not valid UTF-8"
+    except json.JSONDecodeError as e:
+        return None, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    except ValueError as e:  # e.g. an integer literal beyond sys.get_int_max_str_digits()
+        return None, f"unreadable JSON value: {str(e)[:120]}"
 
 
 def create_app(cfg: ServeConfig, engine: Engine | None = None):
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
     key = cfg.api_key()
+    allowed = cfg.hosts()
+    open_routes = {"/healthz", "/", *(("/metrics",) if cfg.public_metrics else ())}
+    Item, Batch = make_request_models(cfg.max_chars, cfg.max_items)
     registry = CollectorRegistry()
     m_requests = Counter("npuport_requests", "HTTP requests", ["route", "status"], registry=registry)
     m_latency = Histogram("npuport_request_latency_seconds", "request latency", ["route"], registry=registry,
                           buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
     m_batch = Histogram("npuport_batch_rows", "rows per runtime batch", registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64))
     m_bucket = Counter("npuport_bucket_rows", "rows routed per sequence bucket", ["bucket"], registry=registry)
-    state: dict = {"ready": False}
+    m_inflight = Gauge("npuport_inflight_requests", "detect requests being served", registry=registry)
+    state: dict = {"ready": False, "inflight": 0}
 
     def on_batch(n, buckets):
         m_batch.observe(n)
@@ -117,22 +133,25 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
 
     @asynccontextmanager
     async def lifespan(app):
-        state["engine"] = engine or Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long)
+        state["engine"] = engine or Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
+                                           allow_unverified=cfg.allow_unverified)
         state["engine"].warm_up()
-        state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, on_batch)
+        state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, on_batch, max_tokens=cfg.max_batch_tokens)
         state["batcher"].start()
         state["ready"] = True
         yield
         state["ready"] = False
         await state["batcher"].stop()
 
-    app = FastAPI(title="npuport persona-deviation detector", version="1", lifespan=lifespan,
-                  description="Flags replies in which an AI character broke persona. Served from a compiled, hash-checked artifact.")
+    errors = {code: {"model": ErrorBody} for code in (400, 401)}
+    app = FastAPI(title="npuport persona-deviation detector", version="1", lifespan=lifespan, responses=errors,
+                  description="Flags replies in which an AI character broke persona. Served from a compiled, hash-checked "
+                  "artifact whose parity with the eager model was proven when it was ported.")
 
     class Guard:
-        """Body-size limit, API key, and metrics for every request, as a plain ASGI middleware: Starlette's
-        `@app.middleware("http")` (BaseHTTPMiddleware) wraps each call in an extra task and stream, which cost
-        about a fifth of the per-request CPU of this service under load."""
+        """Host check, API key, content type, streamed body-size limit and metrics for every request, as a plain
+        ASGI middleware: Starlette's `@app.middleware("http")` (BaseHTTPMiddleware) wraps each call in an extra
+        task and stream, which cost about a fifth of the per-request CPU of this service under load."""
 
         def __init__(self, app):
             self.app = app
@@ -141,48 +160,61 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
             if scope["type"] != "http":
                 return await self.app(scope, receive, send)
             t0 = time.perf_counter()
-            route = scope["path"]
+            path = scope["path"]
+            route = path if path in ROUTES else "other"
             headers = dict(scope["headers"])
-            if scope["method"] == "POST":
-                n = headers.get(b"content-length")
-                if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
-                    m_requests.labels(route=route, status="413").inc()
-                    return await _error(413, f"body larger than {cfg.max_body_bytes} bytes")(scope, receive, send)
-            if key and route.startswith("/v1/"):
-                auth = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
-                given = headers.get(b"x-api-key", b"").decode("latin-1") or auth
-                if not hmac.compare_digest(given.encode(), key.encode()):
-                    m_requests.labels(route=route, status="401").inc()
-                    resp = _error(401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)")
-                    return await resp(scope, receive, send)
-            status = {"code": 500}
+            status = {"code": 500, "started": False}
 
             async def send_and_record(message):
                 if message["type"] == "http.response.start":
-                    status["code"] = message["status"]
+                    status["code"], status["started"] = message["status"], True
                 await send(message)
 
+            async def reject(code, message, extra=None):
+                await _error(code, message, extra)(scope, receive, send_and_record)
+
             try:
-                await self.app(scope, receive, send_and_record)
+                host = headers.get(b"host", b"").decode("latin-1")
+                if allowed is not None and _host_name(host) not in allowed:
+                    return await reject(400, f"unknown Host header {host!r}; start the service with --allowed-hosts NAME "
+                                        "to answer to it")
+                if key and path not in open_routes:
+                    auth = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
+                    given = headers.get(b"x-api-key", b"").decode("latin-1") or auth
+                    if not hmac.compare_digest(given.encode(), key.encode()):
+                        return await reject(401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)")
+                if scope["method"] == "POST":
+                    ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
+                    if ctype != "application/json":
+                        return await reject(415, f"Content-Type must be application/json, not {ctype or 'absent'!r}")
+                    n = headers.get(b"content-length")
+                    if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
+                        return await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
+                    receive = _limited(receive, cfg.max_body_bytes)
+                try:
+                    await self.app(scope, receive, send_and_record)
+                except _TooLarge:  # a chunked body crossed the limit while arriving: stop reading, answer now
+                    if not status["started"]:
+                        await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
             finally:
                 m_requests.labels(route=route, status=str(status["code"])).inc()
                 m_latency.labels(route=route).observe(time.perf_counter() - t0)
 
     app.add_middleware(Guard)
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={503: {"model": ErrorBody}})
     async def healthz():
         if not state["ready"]:
             return _error(503, "loading")
         return {"status": "ok"}
 
-    @app.get("/v1/model")
+    @app.get("/v1/model", responses={503: {"model": ErrorBody}})
     async def model():
         if not state["ready"]:
             return _error(503, "loading")
         return state["engine"].model_card()
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics():
         return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -190,29 +222,46 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     async def page():
         return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("__NEEDS_KEY__", "true" if key else "false"))
 
-    @app.post("/v1/detect", openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
-        "oneOf": [{"$ref": "#/components/schemas/Item"}, {"type": "object", "required": ["items"], "properties": {
-            "items": {"type": "array", "minItems": 1, "items": {"$ref": "#/components/schemas/Item"}}}}]}}}}})
+    detect_errors = {code: {"model": ErrorBody} for code in (413, 415, 422, 429, 503, 504)}
+
+    @app.post("/v1/detect", response_model=Union[DetectResponse, BatchResponse], responses=detect_errors,
+              openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
+                  "oneOf": [{"$ref": "#/components/schemas/Item"}, {"$ref": "#/components/schemas/Batch"}]}}}}})
     async def detect(request: Request):
         if not state["ready"]:
             return _error(503, "loading")
+        if state["inflight"] >= cfg.max_concurrent_requests:
+            return _error(429, f"{state['inflight']} requests in flight (limit {cfg.max_concurrent_requests}); retry "
+                          "shortly", {"Retry-After": "1"})
+        state["inflight"] += 1
+        m_inflight.inc()
+        try:
+            return await asyncio.wait_for(_detect(request), cfg.request_timeout_s)
+        except asyncio.TimeoutError:
+            return _error(504, f"no answer within {cfg.request_timeout_s:g} s (--request-timeout); the service is "
+                          "overloaded")
+        finally:
+            state["inflight"] -= 1
+            m_inflight.dec()
+
+    async def _detect(request: Request):
         t0 = time.perf_counter()
         raw = await request.body()
-        if len(raw) > cfg.max_body_bytes:
-            return _error(413, f"body larger than {cfg.max_body_bytes} bytes")
+        body, problem = _parse(raw)
+        if problem:
+            return _error(400, problem)
+        if not isinstance(body, dict):
+            return _error(422, "the body must be a JSON object: {persona, user?, reply} or {items: [...]}")
+        is_batch = "items" in body
         try:
-            body = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError:
-            return _error(400, "the body is not valid UTF-8")
-        except json.JSONDecodeError as e:
-            return _error(400, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}")
-        items, info = _validate(body, cfg.max_items, cfg.max_chars)
-        if items is None:
-            return _error(*info)
-        is_batch = info
+            parsed = (Batch if is_batch else Item).model_validate(body)
+        except ValidationError as e:
+            return _error(*explain(e, is_batch, cfg.max_chars, cfg.max_items))
+        items = [Example(persona=it.persona, reply=it.reply, user=it.user or None)
+                 for it in (parsed.items if is_batch else [parsed])]
         eng: Engine = state["engine"]
-        try:
-            enc = eng.encode(items)
+        try:  # tokenizing is CPU work: off the event loop
+            enc = await state["batcher"].tokenize(items)
         except TooLong as e:
             return _error(413, str(e))
         probs, buckets = await state["batcher"].submit([x.tokens for x in enc])
@@ -223,23 +272,42 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
         return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]})
 
-    app.openapi_schema = None
     _orig = app.openapi
 
     def openapi():
-        schema = _orig()
-        schema.setdefault("components", {}).setdefault("schemas", {})["Item"] = {
-            "type": "object", "required": ["persona", "reply"], "additionalProperties": False,
-            "properties": {"persona": {"type": "string", "minLength": 1}, "user": {"type": "string"},
-                           "reply": {"type": "string", "minLength": 1}}}
-        return schema
+        if app.openapi_schema is None:
+            schema = _orig()  # FastAPI builds and caches it in app.openapi_schema
+            comps = schema.setdefault("components", {}).setdefault("schemas", {})
+            for m in (Item, Batch):  # the request bodies, from the very models that validate them
+                js = m.model_json_schema(ref_template="#/components/schemas/{model}")
+                comps.update(js.pop("$defs", {}))
+                comps[m.__name__] = js
+        return app.openapi_schema
 
     app.openapi = openapi
     return app
 
 
+def _limited(receive, limit: int):
+    """`receive` that counts body bytes as they arrive (chunked bodies have no Content-Length)."""
+    seen = 0
+
+    async def wrapped():
+        nonlocal seen
+        message = await receive()
+        if message["type"] == "http.request":
+            seen += len(message.get("body", b""))
+            if seen > limit:
+                raise _TooLarge
+        return message
+
+    return wrapped
+
+
 def serve(cfg: ServeConfig) -> None:
     import uvicorn
 
-    engine = Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long)  # fail fast, before binding
+    # fail fast, before binding: hashes, parity, tokenizer
+    engine = Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
+                    allow_unverified=cfg.allow_unverified)
     uvicorn.run(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=30)

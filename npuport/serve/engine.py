@@ -1,8 +1,9 @@
 """The serving engine: a verified artifact, its tokenizer, the bucket router, and a micro-batcher.
 
-Requests are tokenized on arrival; a single worker collects them for up to `max_wait_ms` or `max_batch` rows,
-the router sends each row to the smallest bucket that fits and packs rows of one bucket onto the compiled
-batch sizes, and the runtime call happens on one dedicated thread so the event loop never blocks.
+Requests are tokenized on arrival on a tokenizer thread; a single worker collects them for up to `max_wait_ms`,
+`max_batch` rows or `max_tokens` padded tokens, the router sends each row to the smallest bucket that fits and
+packs rows of one bucket onto the compiled batch sizes, and the runtime call happens on one dedicated thread, so
+the event loop never blocks. Requests whose caller gave up (timeout) are dropped before they are computed.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from ..artifact import find_artifacts, load_session, read_manifest
 from ..detector.data import Example, encode
-from ..errors import ConfigError
+from ..errors import CheckFailed, ConfigError
 from ..models.detector import load_tokenizer
 from ..router import BucketRouter
 from ..verify import softmax_dev
@@ -34,9 +35,26 @@ class Encoded:
     truncated: bool
 
 
+class UnverifiedArtifact(CheckFailed):
+    """The artifact's parity check failed, or never ran."""
+
+
+def check_verified(manifest, where) -> None:
+    parity = manifest.parity
+    if not parity:
+        raise UnverifiedArtifact(f"{where} carries no parity figures (its port stopped before the check?); re-run "
+                                 "`npuport port`, or pass --allow-unverified to serve it anyway")
+    failed = {k: v for k, v in parity.items() if not v.get("pass")}
+    if failed:
+        figs = "; ".join(f"{k}: max|Δlogit| {v.get('max_abs_logit_diff')}, agreement {v.get('decision_agreement')}"
+                         for k, v in failed.items())
+        raise UnverifiedArtifact(f"{where} failed its parity check ({figs}); refusing to serve it (--allow-unverified "
+                                 "overrides)")
+
+
 class Engine:
     def __init__(self, artifact_dir: str, backend: str | None = None, threshold: float | None = None,
-                 truncate: str = "tail", reject_long: bool = False):
+                 truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False):
         if truncate not in ("head", "tail"):
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
         arts = find_artifacts(artifact_dir)
@@ -46,6 +64,9 @@ class Engine:
                 raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
         art = arts[0]
         self.artifact = Path(art)
+        manifest = read_manifest(art)
+        if not allow_unverified:
+            check_verified(manifest, art)
         self.manifest, self.session = load_session(art)  # hash check before anything is served
         self.tokenizer = load_tokenizer(art / "tokenizer") if (art / "tokenizer").is_dir() else None
         if self.tokenizer is None:
@@ -60,7 +81,9 @@ class Engine:
     def model_card(self) -> dict:
         m = self.manifest
         return {
-            "model_sha256": m.source["sha256"], "source": m.source, "backend": m.runtime.name, "runtime": m.runtime.name,
+            # never a local path: the directory's name at most
+            "model_sha256": m.source["sha256"], "source": {k: (Path(v).name if k == "path" else v) for k, v in m.source.items()},
+            "backend": m.runtime.name, "runtime": m.runtime.name,
             "executes": m.runtime.executes, "backend_versions": m.runtime.versions, "device": m.device,
             "precision": m.precision,
             "buckets": sorted({t for _, t in self.session.shapes}), "batch_sizes": sorted({b for b, _ in self.session.shapes}),
@@ -99,12 +122,14 @@ class Engine:
 class Batcher:
     """Collects rows for up to max_wait_ms / max_batch rows, then runs them in one router call."""
 
-    def __init__(self, engine: Engine, max_batch: int, max_wait_ms: float, on_batch=None):
+    def __init__(self, engine: Engine, max_batch: int, max_wait_ms: float, on_batch=None, max_tokens: int = 1 << 30):
         if max_batch < 1 or max_wait_ms < 0:
             raise ConfigError(f"--max-batch must be >= 1 and --max-wait-ms >= 0 (got {max_batch}, {max_wait_ms})")
         self.engine, self.max_batch, self.max_wait = engine, max_batch, max_wait_ms / 1e3
+        self.max_tokens = max_tokens
         self.queue: asyncio.Queue = asyncio.Queue()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-runtime")
+        self.tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-tokenize")
         self.on_batch = on_batch or (lambda n, buckets: None)
         self._task: asyncio.Task | None = None
 
@@ -115,6 +140,14 @@ class Batcher:
         if self._task:
             self._task.cancel()
         self.pool.shutdown(wait=True)
+        self.tokenizer_pool.shutdown(wait=True)
+
+    async def tokenize(self, items: list[Example]) -> list[Encoded]:
+        return await asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, self.engine.encode, items)
+
+    def _tokens(self, rows: list[np.ndarray]) -> int:
+        """Padded tokens the rows cost: each is computed at its bucket's length."""
+        return sum(self.engine.router.bucket_for(len(r)) for r in rows)
 
     async def submit(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
         fut = asyncio.get_running_loop().create_future()
@@ -125,9 +158,9 @@ class Batcher:
         loop = asyncio.get_running_loop()
         while True:
             first = await self.queue.get()
-            batch, n = [first], len(first[0])
+            batch, n, tokens = [first], len(first[0]), self._tokens(first[0])
             deadline = time.perf_counter() + self.max_wait
-            while n < self.max_batch:
+            while n < self.max_batch and tokens < self.max_tokens:
                 timeout = deadline - time.perf_counter()
                 if timeout <= 0:
                     break
@@ -137,6 +170,10 @@ class Batcher:
                     break
                 batch.append(nxt)
                 n += len(nxt[0])
+                tokens += self._tokens(nxt[0])
+            batch = [(req, fut) for req, fut in batch if not fut.done()]  # callers that timed out are gone
+            if not batch:
+                continue
             rows = [r for req, _ in batch for r in req]
             try:
                 probs, buckets = await loop.run_in_executor(self.pool, self.engine.infer, rows)
