@@ -168,6 +168,13 @@ def lm_control_section(r: dict, link: str) -> list[str]:
         cmp = (f"{c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | {c.get('final_max_abs_param_diff', float('nan')):.1e}"
                if c else "(reference) | — | —")
         out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {cmp} | {gl} |")
+    floor = next((c["max_abs_loss_diff"] for n, c in r["compare"].items() if n.endswith("-jitter")), None)
+    if floor is not None:  # the sentence is computed, not typed: which runtime sits within the fp32 noise floor
+        graph = {n: c for n, c in r["compare"].items() if not n.endswith("-jitter")}
+        within = [n for n, c in graph.items() if c["max_abs_loss_diff"] <= floor]
+        above = [f"{n} ({c['max_abs_loss_diff']:.1e})" for n, c in graph.items() if c["max_abs_loss_diff"] > floor]
+        out += ["", f"Against the 1-ulp noise floor (max abs Δloss {floor:.1e}): within it "
+                f"{', '.join(within) or 'none'}; above it {', '.join(above) or 'none'}."]
     return out
 
 
@@ -216,6 +223,19 @@ def lm_gpu_section(r: dict, link: str) -> list[str]:
         out.append(f"| {part} ({g['n_params'] / 1e6:.1f}M) | {x['config']['steps']} | {g['final_loss']:.4f} / {o['final_loss']:.4f} | "
                    f"{g['val_loss']:.4f} / {o['val_loss']:.4f} | {c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | "
                    f"{g['tokens_per_s']:,.0f} / {o['tokens_per_s']:,.0f} | {o['peak_rss_mb'] / 1024:.1f} GB |")
+    return out
+
+
+def iree_flags_section(r: dict, link: str) -> list[str]:
+    out = [f"**IREE compile flags for the LM step** — preset `{r['preset']}`, fused step graph, batch {r['batch']} × "
+           f"{r['seq_len']}, variants timed interleaved ([script]({link}/iree_flags.py), [JSON]({link}/results/{r['_file']})). "
+           f"{machine_line(r)}.", "", "| variant | flags | compile s | step ms (median) | vs default |", "|---|---|---|---|---|"]
+    for n, v in r["variants"].items():
+        if "error" in v:
+            out.append(f"| {n} | `{' '.join(v['flags'])}` | failed: {v['error']} | — | — |")
+            continue
+        out.append(f"| {n} | `{' '.join(v['flags']) or '(none)'}` | {v['compile_s']} | {v['step_ms_median']} | "
+                   f"{v['vs_default']:.2f}× |")
     return out
 
 
@@ -298,7 +318,7 @@ def main():
                      ("serve_load", serve_section), ("lm_control", lm_control_section),
                      ("lm_throughput", lm_throughput_section), ("lm_vkore46m", lm_throughput_section),
                      ("lm_control_lr3e-3", lm_control_section), ("lm_gpu_control", lm_gpu_section),
-                     ("lm_distributed", lm_distributed_section)):
+                     ("lm_distributed", lm_distributed_section), ("iree_flags", iree_flags_section)):
         r = load(name)
         if r:
             r["_file"] = f"{name}.json"

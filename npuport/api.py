@@ -338,6 +338,7 @@ def _parity_summary(figs: dict) -> dict:
 class VerifyConfig:
     path: str
     eval_data: str | None = None
+    public_key: str | None = None  # also require a valid signature (npuport sign) under this key
 
 
 def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
@@ -352,6 +353,10 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     for art in arts:
         progress(f"{art.name}: checking file hashes")
         manifest = check_files(art)
+        if cfg.public_key:
+            from .signing import check_signature
+
+            check_signature(art, cfg.public_key)
         name, precision = manifest.runtime.name, manifest.precision
         runtime = get_runtime(name)
         runtime.require()

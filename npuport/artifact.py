@@ -24,10 +24,15 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 
 
 def list_files(directory: Path) -> dict[str, str]:
+    """Every file below the artifact directory — dot-files and nested manifests included — except the top-level
+    manifest and its signature, which describe the others."""
+    from .signing import SIGNATURE
+
     files = {}
     for p in sorted(directory.rglob("*")):
-        if p.is_file() and p.name != MANIFEST and not p.name.startswith("."):
-            files[p.relative_to(directory).as_posix()] = sha256_file(p)
+        rel = p.relative_to(directory).as_posix()
+        if (p.is_file() or p.is_symlink()) and rel not in (MANIFEST, SIGNATURE):
+            files[rel] = sha256_file(p) if p.is_file() else "symlink:" + os.readlink(p)
     return files
 
 

@@ -106,8 +106,8 @@ def test_non_empty_output_dir_is_not_clobbered(tmp_path):
     assert (o / "precious.txt").read_text() == "keep me"
 
 
-def test_verify_missing_and_tampered(tmp_path):
-    one_line_error(run("verify", str(tmp_path / "nothing")), "does not exist")
+def test_verify_missing_artifact(tmp_path):
+    one_line_error(run("verify", str(tmp_path / "nothing")), "does not exist")  # tampering: test_port_and_verify_in_process
 
 
 def test_debug_shows_traceback(tmp_path):

@@ -15,10 +15,10 @@ import sys
 import traceback
 
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
-from . import demo, detector, doctor, lm, port, serve
+from . import demo, detector, doctor, lm, port, serve, sign
 from .common import EPILOG
 
-GROUPS = (doctor, port, serve, demo, detector, lm)  # each module: register(subparsers) sets args.func
+GROUPS = (doctor, port, sign, serve, demo, detector, lm)  # each module: register(subparsers) sets args.func
 
 
 def build_parser() -> argparse.ArgumentParser:

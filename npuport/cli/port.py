@@ -34,6 +34,7 @@ def register(sub) -> None:
     v.add_argument("path", help="an artifact directory or a `port` output directory")
     v.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity")
     v.add_argument("--json", metavar="PATH", help="also write the result to this JSON file")
+    v.add_argument("--key", metavar="PUBKEY", help="also require a valid signature under this public key")
     v.set_defaults(func=run_verify)
 
     bn = sub.add_parser("bench", help="latency p50/p90/p99/max/jitter/throughput per runtime, interleaved with eager",
@@ -115,12 +116,13 @@ def run_verify(args) -> int:
 
     prog = progress(args)
     with prog.live():
-        res = verify(VerifyConfig(path=args.path, eval_data=args.eval_data), prog)
+        res = verify(VerifyConfig(path=args.path, eval_data=args.eval_data, public_key=args.key), prog)
     if args.json:
         write_json_atomic(Path(args.json), res)
     for name, r in res["artifacts"].items():
         status = "PASS" if r["pass"] else "FAIL"
-        print(f"{name}: hashes ok · max|Δlogit| {r['max_abs_logit_diff']:.2e} · max|Δprob| {r['max_abs_prob_diff']:.2e}"
+        signed = " · signature ok" if args.key else ""
+        print(f"{name}: hashes ok{signed} · max|Δlogit| {r['max_abs_logit_diff']:.2e} · max|Δprob| {r['max_abs_prob_diff']:.2e}"
               f" · agreement {r['decision_agreement']:.2%} · {status}")
     return 0 if res["pass"] else 1
 

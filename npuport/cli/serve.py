@@ -27,6 +27,8 @@ def register(sub) -> None:
     sv.add_argument("--max-concurrent-requests", type=positive_int, default=64,
                     help="detect requests in flight; more get 429 with Retry-After (default 64)")
     sv.add_argument("--request-timeout", type=float, default=30.0, help="seconds before a request gets 504 (default 30)")
+    sv.add_argument("--require-signature", metavar="PUBKEY",
+                    help="serve only an artifact signed (npuport sign) with the private key of this public key")
     sv.add_argument("--allow-unverified", action="store_true",
                     help="serve an artifact whose parity check failed or never ran (refused by default)")
     g = sv.add_mutually_exclusive_group()
@@ -46,5 +48,5 @@ def run(args) -> int:
                       reject_long=args.reject_long, max_batch_tokens=args.max_batch_tokens,
                       public_metrics=args.public_metrics, allowed_hosts=tuple(args.allowed_hosts),
                       max_concurrent_requests=args.max_concurrent_requests, request_timeout_s=args.request_timeout,
-                      allow_unverified=args.allow_unverified))
+                      allow_unverified=args.allow_unverified, require_signature=args.require_signature))
     return 0

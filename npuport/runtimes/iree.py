@@ -24,9 +24,10 @@ from ..errors import BackendUnavailable, ExportError
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
 
-# Data tiling (pack operands into the target's native tile layout before matmuls): 419 -> 337 ms per `small` LM step
-# on this 2-core AVX-512 host; micro-kernels and O3 on top gave nothing more (measured, NOTES.md).
-TARGET = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host", "--iree-opt-data-tiling"]
+TARGET = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+# Data tiling packs matmul operands into the target's native tile layout: faster LM steps here
+# (benchmarks/iree_flags.py). When a graph does not compile with it, it is compiled without (and the manifest says so).
+FAST = ["--iree-opt-data-tiling"]
 ENTRY = "main_graph"  # iree-import-onnx names the entry function after the ONNX graph
 PARAMS_SCOPE = "model"
 
@@ -43,14 +44,19 @@ def _import_onnx(onnx_path: Path, mlir: Path, *, data_dir: Path, params: Path | 
         raise ExportError(f"iree-import-onnx failed on {onnx_path.name}: {res.stderr.strip()[-500:]}")
 
 
-def _compile(mlir: Path, vmfb: Path) -> None:
+def _compile(mlir: Path, vmfb: Path) -> list[str]:
+    """Compile to a VM flatbuffer; returns the flags used (TARGET + FAST, or TARGET alone when FAST fails)."""
     import iree.compiler as ic
 
-    try:
-        ic.compile_file(str(mlir), output_file=str(vmfb), extra_args=TARGET)
-    except ic.CompilerToolError as e:
-        lines = [ln for ln in str(e).splitlines() if "error" in ln.lower()]
-        raise ExportError(f"iree-compile failed on {mlir.name}: {(lines or [str(e)])[0][:500]}") from None
+    first = None
+    for flags in (TARGET + FAST, TARGET):
+        try:
+            ic.compile_file(str(mlir), output_file=str(vmfb), extra_args=flags)
+            return flags
+        except ic.CompilerToolError as e:
+            first = first or e
+    lines = [ln.strip() for ln in str(first).splitlines() if ": error: " in ln] or [str(first).splitlines()[0]]
+    raise ExportError(f"iree-compile failed on {mlir.name}: {lines[0][:500]}")
 
 
 def _fixed_dims_copy(onnx_path: Path, shape: tuple[int, int], out: Path) -> None:
@@ -129,6 +135,7 @@ class IreeExecutor(Executor):
         digest = hashlib.sha256(Path(graph.onnx).read_bytes()).hexdigest()[:16]
         graph.workdir.mkdir(parents=True, exist_ok=True)
         vmfb = graph.workdir / f"{graph.name}.{digest}.vmfb"  # compiled once per graph content
+        self.flags = None  # the flags used, when this executor compiled the graph (None: reused a compiled file)
         if not vmfb.is_file():
             with tempfile.TemporaryDirectory(prefix="npuport-iree-") as tmp:
                 src = Path(graph.onnx)
@@ -137,7 +144,7 @@ class IreeExecutor(Executor):
                     _fixed_dims_copy(graph.onnx, tuple(graph.dims.values()), src)
                 mlir = Path(tmp) / "graph.mlir"
                 _import_onnx(src, mlir, data_dir=Path(graph.onnx).parent, params=None, save_params=False)
-                _compile(mlir, Path(tmp) / "graph.vmfb")
+                self.flags = _compile(mlir, Path(tmp) / "graph.vmfb")
                 Path(tmp, "graph.vmfb").replace(vmfb)
         self._ctx, self.fn = _load_module(_Device.get(threads), vmfb, None)
 
@@ -180,16 +187,17 @@ class IreeRuntime(Runtime):
         src = captured.onnx()
         out.mkdir(parents=True, exist_ok=True)
         params = out / "weights.irpa"
+        flags = {}
         with tempfile.TemporaryDirectory(prefix="npuport-iree-") as tmp:
             for k, (b, t) in enumerate(captured.shapes.shapes()):
                 pinned, mlir = Path(tmp) / f"model_{b}x{t}.onnx", Path(tmp) / f"model_{b}x{t}.mlir"
                 _fixed_dims_copy(src, (b, t), pinned)
                 # every shape references the same named parameters: the archive is written by the first import only
                 _import_onnx(pinned, mlir, data_dir=src.parent, params=params, save_params=(k == 0))
-                _compile(mlir, out / f"model_{b}x{t}.vmfb")
+                flags[f"{b}x{t}"] = " ".join(_compile(mlir, out / f"model_{b}x{t}.vmfb"))
                 mlir.unlink()
         return {"format": "iree-vmfb", "target": "llvm-cpu (host)", "weights": "weights.irpa (shared by every shape)",
-                "entry": ENTRY}
+                "entry": ENTRY, "compile_flags": flags}
 
     def open(self, directory: Path, manifest, threads=None) -> Session:
         self.require()

@@ -54,6 +54,7 @@ class ServeConfig:
     truncate: str = "tail"
     reject_long: bool = False
     allow_unverified: bool = False
+    require_signature: str | None = None  # public key: serve only an artifact signed with its private key
 
     def __post_init__(self):
         if not (0 < self.port < 65536):
@@ -134,7 +135,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     @asynccontextmanager
     async def lifespan(app):
         state["engine"] = engine or Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
-                                           allow_unverified=cfg.allow_unverified)
+                                           allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
         state["engine"].warm_up()
         state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, on_batch, max_tokens=cfg.max_batch_tokens)
         state["batcher"].start()
@@ -309,5 +310,5 @@ def serve(cfg: ServeConfig) -> None:
 
     # fail fast, before binding: hashes, parity, tokenizer
     engine = Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
-                    allow_unverified=cfg.allow_unverified)
+                    allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
     uvicorn.run(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=30)

@@ -54,7 +54,8 @@ def check_verified(manifest, where) -> None:
 
 class Engine:
     def __init__(self, artifact_dir: str, backend: str | None = None, threshold: float | None = None,
-                 truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False):
+                 truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False,
+                 require_signature: str | None = None):
         if truncate not in ("head", "tail"):
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
         arts = find_artifacts(artifact_dir)
@@ -65,6 +66,10 @@ class Engine:
         art = arts[0]
         self.artifact = Path(art)
         manifest = read_manifest(art)
+        if require_signature:
+            from ..signing import check_signature
+
+            check_signature(art, require_signature)
         if not allow_unverified:
             check_verified(manifest, art)
         self.manifest, self.session = load_session(art)  # hash check before anything is served
