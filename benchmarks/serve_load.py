@@ -40,9 +40,11 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int) -> dict:
+def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int, backoff_429_s: float = 0.02) -> dict:
+    """Closed loop: each client sends its next request when the last is answered. A client answered 429 waits
+    `backoff_429_s` (far less than the Retry-After the server suggests, so the overload stays on)."""
     stop = time.perf_counter() + duration
-    lat, codes, lock = [], {}, threading.Lock()
+    lat, lat_ok, codes, lock = [], [], {}, threading.Lock()
     rss = []
 
     u = urlsplit(url)
@@ -66,7 +68,11 @@ def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int
             dt = (time.perf_counter() - t0) * 1e3
             with lock:
                 lat.append(dt)
+                if code == 200:
+                    lat_ok.append(dt)
                 codes[code] = codes.get(code, 0) + 1
+            if code == 429:
+                time.sleep(backoff_429_s)
         conn.close()
 
     def sampler():
@@ -80,10 +86,13 @@ def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int
     [t.start() for t in threads]
     [t.join() for t in threads]
     wall = time.perf_counter() - t_start
-    errors = sum(n for c, n in codes.items() if c != 200)
+    errors = sum(n for c, n in codes.items() if c not in (200, 429))
     warm = [r for t, r in rss if t >= min(10.0, duration / 3)]
     return {"concurrency": concurrency, "duration_s": round(wall, 1), "requests": len(lat), "throughput_rps": len(lat) / wall,
-            "latency": summarize(lat), "status_counts": {str(k): v for k, v in codes.items()}, "errors": errors,
+            "admitted_rps": len(lat_ok) / wall, "latency": summarize(lat),
+            "admitted_latency": summarize(lat_ok) if lat_ok else None,
+            "share_429": codes.get(429, 0) / max(1, len(lat)),
+            "status_counts": {str(k): v for k, v in codes.items()}, "errors": errors,
             "http_5xx": sum(n for c, n in codes.items() if 500 <= c < 600), "rss_mb": rss,
             "rss_growth_after_warmup": (warm[-1] / warm[0] - 1) if len(warm) > 1 else 0.0}
 
@@ -92,6 +101,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=20)
     ap.add_argument("--long", type=float, default=60)
+    ap.add_argument("--admit", type=int, default=16,
+                    help="overload phase: --max-concurrent-requests of the server (the saturating concurrency)")
     args = ap.parse_args()
     prog = Progress()
     root = build_demo(DemoBuildConfig(), prog, show_bar=False)
@@ -132,6 +143,23 @@ def main():
             prog(f"concurrency {c} for {d:.0f} s")
             results.append(load(url + "/v1/detect", rows, c, d, server.pid))
         metrics = httpx.get(url + "/metrics").text
+        server.terminate()
+        server.wait(timeout=60)
+        # Overload: the same service admitting --admit requests at a time, driven at its saturating concurrency
+        # and at 4x that. Admitted requests should keep their latency; the rest get 429 at once; never a 5xx.
+        server = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", f"{tmp}/art", "--port", str(free),
+                                   "--max-batch", "8", "--max-wait-ms", "5", "--max-concurrent-requests", str(args.admit)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        overload = {}
+        for c in (args.admit, 4 * args.admit):
+            prog(f"overload phase: concurrency {c} against --max-concurrent-requests {args.admit}")
+            overload[str(c)] = load(url + "/v1/detect", rows, c, args.duration, server.pid)
     finally:
         if server:
             server.terminate()
@@ -141,6 +169,9 @@ def main():
     write_result("serve_load", {**meta("serve_load.py"), "model": "demo detector, onnxruntime fp32, buckets 32/64/128, batch 1/4/8",
                                 "server": "npuport serve --max-batch 8 --max-wait-ms 5", "raw_session_latency": summarize(raw),
                                 "results": results, "server_batch_metrics": batch_lines,
+                                "overload": {"admit": args.admit, "runs": overload,
+                                             "admitted_p99_ratio": overload[str(4 * args.admit)]["admitted_latency"]["p99_ms"]
+                                             / overload[str(args.admit)]["admitted_latency"]["p99_ms"]},
                                 "c16_vs_c1_throughput": results[2]["throughput_rps"] / results[0]["throughput_rps"]})
 
 

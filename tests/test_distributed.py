@@ -108,3 +108,23 @@ def test_diloco_outer_step_plumbing_one_worker_plain_average(tmp_path):
     a = [x["loss"] for x in read_metrics(tmp_path / "plain")]
     b = [x["loss"] for x in read_metrics(tmp_path / "dl")]
     np.testing.assert_allclose(b, a, rtol=1e-6, atol=1e-6)
+
+
+def test_resume_refuses_another_world_size_and_torchrun_checks_config(tmp_path, capsys):
+    """P8 #5: a resumed run keeps its world size (the shards depend on it); under torchrun, --resume compares the
+    config and the corpus as the local launcher does (it checked nothing before)."""
+    import subprocess
+    import sys
+
+    base = ["-q", "lm", "train", "--demo-corpus", "--preset", "tiny", "--backend", "onnxruntime", "--steps", "4",
+            "--batch", "4", "--seq-len", "32", "--warmup-steps", "1", "--sync", "allreduce"]
+    run = tmp_path / "r"
+    assert main([*base, "--workers", "2", "-o", str(run)]) == 0
+    capsys.readouterr()
+    assert main([*base, "--workers", "4", "--resume", "-o", str(run)]) == 2
+    assert "trained with 2" in capsys.readouterr().err
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m", "npuport.cli",
+           *base[:-2], "--lr", "5e-3", "--sync", "allreduce", "--resume", "-o", str(run)]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert res.returncode != 0
+    assert "different config" in res.stdout + res.stderr

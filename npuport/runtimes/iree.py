@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import BackendUnavailable, ExportError
+from ..fsio import atomic_path
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
 
@@ -59,16 +60,18 @@ def _compile(mlir: Path, vmfb: Path) -> list[str]:
     raise ExportError(f"iree-compile failed on {mlir.name}: {lines[0][:500]}")
 
 
-def _fixed_dims_copy(onnx_path: Path, shape: tuple[int, int], out: Path) -> None:
-    """The graph with its symbolic (batch, seq) input dims pinned; weights stay in the original external-data file."""
+def _fixed_dims_copy(onnx_path: Path, dims: dict[str, int], out: Path) -> None:
+    """The graph with its named symbolic input dims pinned (IREE compiles one static shape per module); the weights
+    stay in the original external-data file."""
     import onnx
 
     model = onnx.load(str(onnx_path), load_external_data=False)
     for inp in model.graph.input:
-        dims = inp.type.tensor_type.shape.dim
-        for d, v in zip(dims, shape):
-            d.ClearField("dim_param")
-            d.dim_value = v
+        for d in inp.type.tensor_type.shape.dim:
+            if d.dim_param in dims:
+                value = dims[d.dim_param]
+                d.ClearField("dim_param")
+                d.dim_value = value
     onnx.save(model, str(out))
 
 
@@ -141,11 +144,11 @@ class IreeExecutor(Executor):
                 src = Path(graph.onnx)
                 if graph.dims:
                     src = Path(tmp) / "pinned.onnx"
-                    _fixed_dims_copy(graph.onnx, tuple(graph.dims.values()), src)
+                    _fixed_dims_copy(graph.onnx, graph.dims, src)
                 mlir = Path(tmp) / "graph.mlir"
                 _import_onnx(src, mlir, data_dir=Path(graph.onnx).parent, params=None, save_params=False)
-                self.flags = _compile(mlir, Path(tmp) / "graph.vmfb")
-                Path(tmp, "graph.vmfb").replace(vmfb)
+                with atomic_path(vmfb) as dst:  # appears whole or not at all: a later run may reuse it
+                    self.flags = _compile(mlir, dst)
         self._ctx, self.fn = _load_module(_Device.get(threads), vmfb, None)
 
     def run(self, feeds):
@@ -191,7 +194,7 @@ class IreeRuntime(Runtime):
         with tempfile.TemporaryDirectory(prefix="npuport-iree-") as tmp:
             for k, (b, t) in enumerate(captured.shapes.shapes()):
                 pinned, mlir = Path(tmp) / f"model_{b}x{t}.onnx", Path(tmp) / f"model_{b}x{t}.mlir"
-                _fixed_dims_copy(src, (b, t), pinned)
+                _fixed_dims_copy(src, {"batch": b, "seq": t}, pinned)
                 # every shape references the same named parameters: the archive is written by the first import only
                 _import_onnx(pinned, mlir, data_dir=src.parent, params=params, save_params=(k == 0))
                 flags[f"{b}x{t}"] = " ".join(_compile(mlir, out / f"model_{b}x{t}.vmfb"))

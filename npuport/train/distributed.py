@@ -155,6 +155,12 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         info = read_run(run)
         info["distributed"] = {**dcfg.to_json(), "world_size": world}
         write_json_atomic(run / "run.json", info)
+    elif rank == 0 and resume and restart == 0 and "NPUPORT_LAUNCHED" not in os.environ:
+        # torchrun path, resuming: the same checks the local launcher makes (config, corpus, sync, world size)
+        vocab0 = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
+        info0 = read_run(run)
+        _prepare_run(run, cfg, True, load_corpus(cfg, vocab0), LMConfig.from_json(info0["model"]))
+        check_resume_distributed(run, info0, dcfg, world)
     dist.barrier()
     info = read_run(run)
     vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
@@ -277,6 +283,19 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         })
 
 
+def check_resume_distributed(run: Path, info: dict, dcfg: DistConfig, world: int) -> None:
+    """A resumed run must keep its synchronisation and its world size (the data shards depend on it)."""
+    old = info.get("distributed")
+    if not old:
+        raise ConfigError(f"cannot resume {run} with --workers/--sync: it was trained in a single process")
+    keys = ("sync", "inner_steps", "outer_lr", "outer_momentum")
+    if {k: old[k] for k in keys} != {k: getattr(dcfg, k) for k in keys}:
+        raise ConfigError(f"cannot resume {run}: it was trained with {old}, asked {dcfg.to_json()}")
+    if old.get("world_size") != world:
+        raise ConfigError(f"cannot resume {run} with {world} workers: it was trained with {old.get('world_size')} "
+                          "(each worker's data shard depends on the count)")
+
+
 def _check_identical(params, dist, step: int) -> None:
     h = params_hash(params)
     hashes: list = [None] * dist.get_world_size()
@@ -307,10 +326,8 @@ def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool 
     if cfg.batch % dcfg.workers:
         raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
     info = _prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
-    old = info.get("distributed")
-    if resume and old and {k: old[k] for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")} != {
-            k: getattr(dcfg, k) for k in ("sync", "inner_steps", "outer_lr", "outer_momentum")}:
-        raise ConfigError(f"cannot resume {run}: it was trained with {old}, asked {dcfg.to_json()}")
+    if resume:
+        check_resume_distributed(run, info, dcfg, dcfg.workers)
     info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
     write_json_atomic(run / "run.json", info)
     os.environ["NPUPORT_LAUNCHED"] = "1"  # inherited by the ranks: the directory was prepared (and guarded) here
