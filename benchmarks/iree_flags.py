@@ -45,7 +45,7 @@ def main():
     export_step_onnx(fns, "fused", a.batch, a.seq_len, onnx_path)
     mlir = work / "fused.mlir"
     iree_rt._import_onnx(onnx_path, mlir, data_dir=work, params=None, save_params=False)
-    args = [np.ascontiguousarray(t.numpy()) for t in fns.example_args("fused", a.batch, a.seq_len)]
+    args = [np.asarray(t.numpy(), order="C") for t in fns.example_args("fused", a.batch, a.seq_len)]
     args[-2] = np.random.default_rng(0).integers(0, 64, args[-2].shape).astype(np.int64)
     args[-1] = np.random.default_rng(1).integers(0, 64, args[-1].shape).astype(np.int64)
     fns_by_name, out = {}, {**meta("iree_flags.py"), "preset": a.preset, "batch": a.batch, "seq_len": a.seq_len,

@@ -323,7 +323,8 @@ def goals(results: dict) -> list[str]:
     return out
 
 
-def main():
+def build() -> tuple[str, str]:
+    """(RESULTS.md text, README results block), both computed from benchmarks/results/*.json and NOTES.md."""
     sections = []
     for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("b1_latency_mmbert_base_512", b1_section),
                      ("b1_peers", peers_section), ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section),
@@ -342,14 +343,19 @@ def main():
     notes = HERE / "NOTES.md"
     if notes.exists():
         body += [notes.read_text()]
-    (HERE / "RESULTS.md").write_text("\n".join(body))
     block = []
     for name, r, fn in sections:
         if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b1_peers", "b2_buckets", "lm_control",
                     "lm_throughput", "lm_vkore46m", "lm_gpu_control", "lm_distributed"):
             block += fn(r, "benchmarks") + [""]
+    return "\n".join(body), "\n".join(block)
+
+
+def main():
+    results, block = build()
+    (HERE / "RESULTS.md").write_text(results)
     text = README.read_text()
-    new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + "\n".join(block) + m.group(2),
+    new = re.sub(r"(<!-- results:start -->\n).*?(<!-- results:end -->)", lambda m: m.group(1) + block + m.group(2),
                  text, flags=re.S)
     README.write_text(new)
     print("wrote benchmarks/RESULTS.md and README.md results block")

@@ -43,6 +43,15 @@ def test_tour_commands_parse():
 
 
 def test_results_block_is_generated():
-    block = README.split("<!-- results:start -->")[1].split("<!-- results:end -->")[0]
+    """README's results block and RESULTS.md are exactly what benchmarks/render.py makes of the result JSONs."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    results, block = render.build()
+    assert README.split("<!-- results:start -->\n")[1].split("<!-- results:end -->")[0] == block, \
+        "README's results block is stale or edited by hand: run python benchmarks/render.py"
+    assert (REPO / "benchmarks" / "RESULTS.md").read_text() == results, "RESULTS.md is stale: run benchmarks/render.py"
     for link in re.findall(r"\]\((benchmarks/[^)]+)\)", block):
         assert (REPO / link).exists(), link

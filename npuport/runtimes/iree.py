@@ -152,7 +152,7 @@ class IreeExecutor(Executor):
         self._ctx, self.fn = _load_module(_Device.get(threads), vmfb, None)
 
     def run(self, feeds):
-        return _host(self.fn(*[np.ascontiguousarray(feeds[n]) for n in self.input_names]))
+        return _host(self.fn(*[np.asarray(feeds[n], order="C") for n in self.input_names]))  # keeps 0-d inputs 0-d
 
     def run_into(self, inputs, outputs):
         # IREE allocates its results in its own (host-visible) buffers: one copy into the caller's state buffers.
