@@ -40,6 +40,20 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def start_server(art: str, port_: int, url: str, *extra: str) -> subprocess.Popen:
+    """The real CLI server, returned once /healthz answers 200."""
+    server = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", art, "--port", str(port_), "--max-batch", "8",
+                               "--max-wait-ms", "5", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the server did not become healthy within a minute")
+
+
 def load(url: str, rows: list[dict], concurrency: int, duration: float, pid: int, backoff_429_s: float = 0.02) -> dict:
     """Closed loop: each client sends its next request when the last is answered. A client answered 429 waits
     `backoff_429_s` (far less than the Retry-After the server suggests, so the overload stays on)."""
@@ -128,15 +142,8 @@ def main():
             eng.infer([x.tokens])
             raw.append((time.perf_counter() - t0) * 1e3)
         eng.session.close()
-        server = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", f"{tmp}/art", "--port", str(free),
-                                   "--max-batch", "8", "--max-wait-ms", "5"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{free}"
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        server = start_server(f"{tmp}/art", free, url)
         results = []
         for c in (1, 4, 16, 64):
             d = args.long if c == 16 else args.duration
@@ -147,15 +154,7 @@ def main():
         server.wait(timeout=60)
         # Overload: the same service admitting --admit requests at a time, driven at its saturating concurrency
         # and at 4x that. Admitted requests should keep their latency; the rest get 429 at once; never a 5xx.
-        server = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", f"{tmp}/art", "--port", str(free),
-                                   "--max-batch", "8", "--max-wait-ms", "5", "--max-concurrent-requests", str(args.admit)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        server = start_server(f"{tmp}/art", free, url, "--max-concurrent-requests", str(args.admit))
         overload = {}
         for c in (args.admit, 4 * args.admit):
             prog(f"overload phase: concurrency {c} against --max-concurrent-requests {args.admit}")

@@ -98,6 +98,9 @@ class Runtime:
     default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
+    # what `open` and `open_graph` build: Session(directory, manifest, threads), Executor(graph, threads, device)
+    session_class: ClassVar[type | None] = None
+    executor_class: ClassVar[type | None] = None
 
     @property
     def capture_method(self) -> str:
@@ -150,11 +153,18 @@ class Runtime:
         raise ConfigError(f"runtime {self.name!r} does not build encoder artifacts")
 
     def open(self, directory: Path, manifest: "Manifest", threads: int | None = None) -> Session:
-        raise ConfigError(f"runtime {self.name!r} does not load encoder artifacts")
+        if self.session_class is None:
+            raise ConfigError(f"runtime {self.name!r} does not load encoder artifacts")
+        self.require()
+        return self.session_class(directory, manifest, threads)
 
     # -- any graph
     def open_graph(self, graph: Graph, threads: int | None = None, device: str = "cpu") -> Executor:
-        raise ConfigError(f"runtime {self.name!r} does not run standard-ONNX graphs")
+        if self.executor_class is None:
+            raise ConfigError(f"runtime {self.name!r} does not run standard-ONNX graphs")
+        self.require()
+        self.check_device(device)
+        return self.executor_class(graph, threads, device)
 
     # -- training
     def step_runner(self, model, opt, **kw):

@@ -33,6 +33,7 @@ class EagerRuntime(Runtime):
     description = "PyTorch eager (reference)"
     compiles_from = ("torch",)
     runs_graphs = False  # it runs the module itself, not a captured graph
+    session_class = EagerSession
 
     def versions(self):
         return {"torch": torch.__version__}
@@ -44,8 +45,6 @@ class EagerRuntime(Runtime):
         captured.detector.save_pretrained(out / "model")
         return {"format": "hf-directory"}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        return EagerSession(directory, manifest, threads)
 
     def step_runner(self, model, opt, **kw):
         from ..train.runner import EagerRunner

@@ -40,7 +40,7 @@ class InductorSession(Session):
 
 
 class InductorExecutor(Executor):
-    def __init__(self, graph: Graph, threads: int | None):
+    def __init__(self, graph: Graph, threads: int | None, device: str = "cpu"):
         from torch._inductor import aoti_load_package
 
         if graph.fx is None:
@@ -73,6 +73,8 @@ class InductorRuntime(Runtime):
     description = "torch.export + AOTInductor (C++ package, no Python graph at run time)"
     compiles_from = ("export",)
     default_port = True
+    session_class = InductorSession
+    executor_class = InductorExecutor
 
     def available(self):
         import shutil
@@ -92,11 +94,3 @@ class InductorRuntime(Runtime):
         _aoti_compile(captured.exported(spec.precision), out / "model.pt2")
         return {"format": "aoti-package", "dynamic": not captured.shapes.static}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        self.require()
-        return InductorSession(directory, manifest, threads)
-
-    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
-        self.require()
-        self.check_device(device)
-        return InductorExecutor(graph, threads)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import BackendUnavailable, ExportError
+from ..errors import ExportError
 from ..fsio import atomic_path
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
@@ -129,7 +129,7 @@ class IreeSession(Session):
 
 
 class IreeExecutor(Executor):
-    def __init__(self, graph: Graph, threads: int | None):
+    def __init__(self, graph: Graph, threads: int | None, device: str = "cpu"):
         import onnx
 
         model = onnx.load(str(graph.onnx), load_external_data=False)
@@ -167,6 +167,8 @@ class IreeRuntime(Runtime):
     install_hint = 'pip install "npuport[iree]"  (iree-base-compiler and iree-base-runtime)'
     description = "IREE (MLIR AOT compiler) -> llvm-cpu VM flatbuffers, local-task driver"
     compiles_from = ("onnx",)
+    session_class = IreeSession
+    executor_class = IreeExecutor
 
     def available(self):
         for mod in ("iree.runtime", "iree.compiler"):
@@ -202,14 +204,3 @@ class IreeRuntime(Runtime):
         return {"format": "iree-vmfb", "target": "llvm-cpu (host)", "weights": "weights.irpa (shared by every shape)",
                 "entry": ENTRY, "compile_flags": flags}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        self.require()
-        return IreeSession(directory, manifest, threads)
-
-    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
-        self.require()
-        self.check_device(device)
-        try:
-            return IreeExecutor(graph, threads)
-        except ImportError as e:
-            raise BackendUnavailable(f"iree: {e}; install with: {self.install_hint}") from e

@@ -98,6 +98,8 @@ class OnnxRuntime(Runtime):
     description = "ONNX Runtime (CPU EP; CUDA / TensorRT EPs when present)"
     compiles_from = ("onnx",)
     default_port = True
+    session_class = OrtSession
+    executor_class = OrtExecutor
 
     def versions(self):
         import onnxruntime as ort
@@ -138,14 +140,6 @@ class OnnxRuntime(Runtime):
             captured.moved_onnx(out / "model.onnx")
         return {"format": "onnx", "provider": PROVIDERS[spec.device]}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        self.require()
-        return OrtSession(directory, manifest, threads)
-
-    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
-        self.require()
-        self.check_device(device)
-        return OrtExecutor(graph, threads, device)
 
 
 def op_profile(path: Path, feeds: dict, threads: int, runs: int = 3) -> dict:

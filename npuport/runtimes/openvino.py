@@ -52,13 +52,13 @@ class OvSession(Session):
 
 
 class OvExecutor(Executor):
-    def __init__(self, graph: Graph, threads: int | None):
+    def __init__(self, graph: Graph, threads: int | None, device: str = "cpu"):
         import openvino as ov
 
         core = ov.Core()
         model = core.read_model(str(graph.onnx))
         # symbolic dims (graph.dims) stay dynamic: OpenVINO's CPU plugin infers them per call
-        cm = core.compile_model(model, "CPU", compile_config("fp32", threads))
+        cm = core.compile_model(model, device.upper(), compile_config("fp32", threads))
         self.request = cm.create_infer_request()
         self.input_names = [i.any_name for i in model.inputs]
         self.output_names = [o.any_name for o in model.outputs]
@@ -85,6 +85,8 @@ class OpenVinoRuntime(Runtime):
     description = "OpenVINO (CPU; GPU/NPU devices when present)"
     compiles_from = ("torch", "onnx")
     default_port = True
+    session_class = OvSession
+    executor_class = OvExecutor
 
     def versions(self):
         import openvino as ov
@@ -118,11 +120,3 @@ class OpenVinoRuntime(Runtime):
         ov.save_model(model, str(out / "model.xml"), compress_to_fp16=(spec.precision == "fp16"))
         return {"format": "openvino-ir", "weights": "f16" if spec.precision == "fp16" else "f32"}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        self.require()
-        return OvSession(directory, manifest, threads)
-
-    def open_graph(self, graph: Graph, threads=None, device="cpu") -> Executor:
-        self.require()
-        self.check_device(device)
-        return OvExecutor(graph, threads)

@@ -36,6 +36,7 @@ class RblnRuntime(Runtime):
     devices = ("npu",)
     runs_graphs = False  # the SDK compiles torch modules; training steps are not wired to it
     trains = False
+    session_class = RblnSession
     description = "Rebellions ATOM NPU (vendor SDK, optional)"
 
     def versions(self):
@@ -58,6 +59,4 @@ class RblnRuntime(Runtime):
             compiled.save(str(out / f"model_{b}x{t}.rbln"))
         return {"format": "rbln"}
 
-    def open(self, directory: Path, manifest, threads=None) -> Session:
-        self.require()
-        return RblnSession(directory, manifest, threads)
+
