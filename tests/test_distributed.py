@@ -125,6 +125,9 @@ def test_resume_refuses_another_world_size_and_torchrun_checks_config(tmp_path, 
     assert "trained with 2" in capsys.readouterr().err
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m", "npuport.cli",
            *base[:-2], "--lr", "5e-3", "--sync", "allreduce", "--resume", "-o", str(run)]
+    import os
+
+    assert "NPUPORT_LAUNCHED" not in os.environ  # the launcher above did not leak its marker into this process
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert res.returncode != 0
     assert "different config" in res.stdout + res.stderr

@@ -330,12 +330,20 @@ def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool 
         check_resume_distributed(run, info, dcfg, dcfg.workers)
     info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
     write_json_atomic(run / "run.json", info)
-    os.environ["NPUPORT_LAUNCHED"] = "1"  # inherited by the ranks: the directory was prepared (and guarded) here
     lc = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=dcfg.workers, run_id=f"npuport-{os.getpid()}",
                       rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{_free_port()}", max_restarts=dcfg.max_restarts,
                       monitor_interval=0.2, start_method="spawn")
+    # inherited by the ranks: the directory was prepared (and guarded) here. Only for this launch: a later torchrun
+    # started from this process must not skip its own checks.
+    previous = os.environ.get("NPUPORT_LAUNCHED")
+    os.environ["NPUPORT_LAUNCHED"] = "1"
     try:
         elastic_launch(lc, worker)(cfg.to_json(), dcfg.to_json(), str(run), resume)
     except Exception as e:  # ChildFailedError: name the rank and the root cause in one line
         raise NpuportError(f"distributed training failed after {dcfg.max_restarts} restarts: {str(e).strip()[-600:]}") from e
+    finally:
+        if previous is None:
+            os.environ.pop("NPUPORT_LAUNCHED", None)
+        else:
+            os.environ["NPUPORT_LAUNCHED"] = previous
     return json.loads((run / "manifest.json").read_text())
