@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import json
 import os
 import sys
@@ -15,17 +14,11 @@ sys.path.insert(0, str(HERE.parent))
 
 
 def versions() -> dict:
-    out = {"python": sys.version.split()[0]}
-    for mod in ("npuport", "torch", "transformers", "onnx", "onnxruntime", "openvino", "numpy"):
-        try:
-            m = importlib.import_module(mod)
-            out[mod] = getattr(m, "__version__", None) or getattr(m, "get_version", lambda: "?")()
-        except ImportError:
-            out[mod] = None
+    """npuport's one version collector (npuport.machine.versions), plus Python and npuport itself."""
+    import npuport
     from npuport.machine import versions as dist_versions
 
-    out.update({k: v for k, v in dist_versions().items() if k.startswith("iree")})
-    return out
+    return {"python": sys.version.split()[0], "npuport": npuport.__version__, **dist_versions()}
 
 
 def meta(script: str) -> dict:

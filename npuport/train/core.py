@@ -143,6 +143,15 @@ class CheckpointStore:
         return [p for _, p in old]
 
 
+def load_params(model, params) -> None:
+    """Copy parameter tensors (a runner's state, a checkpoint's) into a module, e.g. the evaluation model."""
+    import torch
+
+    with torch.no_grad():
+        for p, src in zip(model.parameters(), params):
+            p.copy_(torch.as_tensor(src))
+
+
 def run_loop(*, start: int, stop: int, step: Callable[[int], dict], evaluate: Callable[[int], dict] | None = None,
              eval_every: int = 1, checkpoint: Callable[[int], None] | None = None, ckpt_every: int = 1,
              metrics: MetricsLog | None = None, bar: StepBar | None = None,

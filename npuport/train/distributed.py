@@ -38,9 +38,9 @@ from ..machine import machine
 from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
 from .data import Batches, CharVocab
-from .core import CheckpointStore, MetricsLog, run_loop
-from .loop import (CKPT_DIR, TrainConfig, _load_params, _prepare_run, evaluate, load_corpus, lr_at, model_config,
-                   read_metrics, read_run, save_checkpoint)
+from .core import CheckpointStore, MetricsLog, load_params, run_loop
+from .loop import (CKPT_DIR, TrainConfig, evaluate, load_corpus, lr_at, model_config, prepare_run, read_metrics, read_run,
+                   save_checkpoint)
 from .loop import checkpoints as model_checkpoints
 from .runner import open_step_runner
 
@@ -151,7 +151,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
     if rank == 0 and not (run / "run.json").is_file():  # torchrun path: rank 0 prepares the directory
         corpus = load_corpus(cfg)
-        _prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
+        prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
         info = read_run(run)
         info["distributed"] = {**dcfg.to_json(), "world_size": world}
         write_json_atomic(run / "run.json", info)
@@ -159,7 +159,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         # torchrun path, resuming: the same checks the local launcher makes (config, corpus, sync, world size)
         vocab0 = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
         info0 = read_run(run)
-        _prepare_run(run, cfg, True, load_corpus(cfg, vocab0), LMConfig.from_json(info0["model"]))
+        prepare_run(run, cfg, True, load_corpus(cfg, vocab0), LMConfig.from_json(info0["model"]))
         check_resume_distributed(run, info0, dcfg, world)
     dist.barrier()
     info = read_run(run)
@@ -243,7 +243,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
 
     def validate(step: int) -> dict:
         pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else runner.get_state()[0]
-        _load_params(eval_model, pp)
+        load_params(eval_model, pp)
         val = evaluate(eval_model, val_b)
         return {"val_loss": val, "val_bpc": val / math.log(2)}
 
@@ -325,7 +325,7 @@ def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool 
     corpus = load_corpus(cfg)
     if cfg.batch % dcfg.workers:
         raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
-    info = _prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
+    info = prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
     if resume:
         check_resume_distributed(run, info, dcfg, dcfg.workers)
     info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}

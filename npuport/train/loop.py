@@ -28,7 +28,7 @@ from ..ui import StepBar
 from ..errors import ConfigError, DataError
 from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
 from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
-from .core import CheckpointStore, MetricsLog, run_loop
+from .core import CheckpointStore, MetricsLog, load_params, run_loop
 from .runner import open_step_runner, training_runtimes
 from .step import FORMS, OptimConfig
 
@@ -228,7 +228,8 @@ class TrainResult:
     manifest: dict
 
 
-def _prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg: LMConfig) -> dict:
+def prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg: LMConfig) -> dict:
+    """A new run directory (refusing a non-empty one), or the checks a resume must pass (config, corpus)."""
     info = {
         "npuport_run": RUN_FORMAT, "config": cfg.to_json(), "model": mcfg.to_json(),
         "corpus": {"path": corpus.path, "fingerprint": corpus.fingerprint, "documents": len(corpus.docs),
@@ -269,7 +270,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
         mcfg = LMConfig.from_json(read_run(run)["model"])
     else:
         mcfg = model_config(cfg, corpus.vocab.size)
-    info = _prepare_run(run, cfg, resume, corpus, mcfg)
+    info = prepare_run(run, cfg, resume, corpus, mcfg)
     threads = cfg.threads or torch.get_num_threads()
     model = build_lm(mcfg, seed=cfg.seed)
     if cfg.init_jitter:
@@ -316,7 +317,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
         return {"step": step, "loss": loss, "lr": lr, "step_s": round(dt, 6), "tokens_per_s": round(tokens / dt, 1)}
 
     def validate(step: int) -> dict:
-        _load_params(eval_model, runner.get_state()[0])
+        load_params(eval_model, runner.get_state()[0])
         val = evaluate(eval_model, val_b)
         return {"val_loss": val, "val_bpc": val / math.log(2)}
 
@@ -349,12 +350,6 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     }
     write_json_atomic(run / "manifest.json", manifest)
     return TrainResult(run, cfg.steps, loss, val_loss, tps, manifest)
-
-
-def _load_params(model, params):
-    with torch.no_grad():
-        for p, src in zip(model.parameters(), params):
-            p.copy_(src)
 
 
 
