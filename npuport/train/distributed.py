@@ -135,11 +135,27 @@ def worker(cfg_json: dict, dcfg_json: dict, run: str, resume: bool) -> None:
     # A bounded timeout: after a lost worker, a rank whose first reconnect is refused fails within minutes and the
     # agent restarts the group, instead of every rank waiting out gloo's 30-minute default.
     timeout = datetime.timedelta(seconds=int(os.environ.get("NPUPORT_DIST_TIMEOUT", "300")))
-    dist.init_process_group("gloo", timeout=timeout)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", store=_round_store(rank, world, timeout), rank=rank, world_size=world, timeout=timeout)
     try:
         _worker(cfg, dcfg, run, resume, dist)
     finally:
         dist.destroy_process_group()
+
+
+def _round_store(rank: int, world: int, timeout: datetime.timedelta):
+    """The rendezvous store for this group, under a prefix of its own restart round.
+
+    Under the elastic agent the ranks share the agent's store across restarts. Without a per-round prefix, a
+    respawned rank can read the listening address a dead rank published in the previous round, and gloo's
+    full-mesh connect then fails with "Connection refused" until its timeout (seen after a lost worker)."""
+    from torch.distributed import PrefixStore, TCPStore
+
+    agent_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size=world,
+                     is_master=(not agent_store and rank == 0), timeout=timeout, multi_tenant=not agent_store)
+    round_id = f"{os.environ.get('TORCHELASTIC_RUN_ID', 'npuport')}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    return PrefixStore(f"npuport/{round_id}/", store)
 
 
 def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
