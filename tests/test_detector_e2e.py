@@ -91,3 +91,23 @@ def test_resume_errors(workspace, tmp_path):
     # and a non-empty run directory is never overwritten by a fresh run
     assert main(_train_args(workspace, run, epochs=1)) == 2
     assert main(_train_args(workspace, tmp_path / "none", epochs=1, extra=("--resume",))) == 2
+
+
+def test_bad_data_writes_nothing_and_changed_data_refuses_resume(workspace, tmp_path, capsys):
+    """P8 #5: inputs are validated before the run directory appears; a resume compares the data's content."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"persona": "p", "reply": "r"}\n')  # no label: not training data
+    args = _train_args(workspace, tmp_path / "run", epochs=1)
+    assert main([*args[:4], str(bad), *args[5:]]) == 2
+    assert not (tmp_path / "run").exists()  # nothing stranded: a rerun is not told "not empty"
+    data = tmp_path / "train.jsonl"
+    data.write_bytes((workspace / "data" / "train.jsonl").read_bytes())
+    run = tmp_path / "run2"
+    args = _train_args(workspace, run, epochs=1)
+    args[args.index("--data") + 1] = str(data)
+    assert main(args) == 0
+    with open(data, "a", encoding="utf-8") as f:  # same path, different content
+        f.write('{"persona": "p", "reply": "an extra row", "label": 1}\n')
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == 2
+    assert "data_sha256" in capsys.readouterr().err

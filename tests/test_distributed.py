@@ -35,6 +35,10 @@ def test_allreduce_two_workers_reproduces_one_worker(tmp_path):
             torch.testing.assert_close(pb[k], pa[k], rtol=1e-4, atol=1e-5)
     # every step sends one gradient bucket = all parameters in fp32
     assert m["bytes_sent_per_worker"] == 12 * m["param_bytes"]
+    # all-reduce ranks are identical by construction: one rank's state per checkpoint, not one per rank (P8 #4)
+    for step_dir in (tmp_path / "dp2" / "checkpoints").glob("step_*[0-9]"):
+        if step_dir.is_dir():
+            assert sorted(p.name for p in step_dir.iterdir()) == ["COMMIT", "rank_0.safetensors"]
     assert m["val_loss"] == pytest.approx(single.val_loss, rel=1e-4)
 
 

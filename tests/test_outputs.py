@@ -84,3 +84,26 @@ def test_demo_overwrite_refuses_foreign_directory_before_building(tmp_path):
     with pytest.raises(ConfigError, match="not made by npuport"):
         run_demo(DemoConfig(out=str(d), overwrite=True))
     assert intact(d)
+
+
+def test_ctrl_c_during_port_leaves_nothing(tmp_path):
+    """P8 #6: `port` interrupted (SIGINT, as Ctrl-C sends) exits 130 and leaves neither its staging directory (with
+    its .capture/ inside) nor a half-written -o; a rerun is not refused."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "npuport.cli", "port", "--preset", "tiny-modernbert", "--random-init", "--seq-len", "32",
+           "--backend", "onnxruntime,openvino,inductor", "-o", str(out), "--bench-runs", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.glob(".out.npuport-staging-*/.capture")):
+        time.sleep(0.05)
+    assert list(tmp_path.glob(".out.npuport-staging-*")), "port never started writing"
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=120) == 130, proc.stdout.read().decode(errors="replace")[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no staging, no .capture, no -o
+    assert main(["-q", "port", "--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--backend", "onnxruntime",
+                 "-o", str(out), "--bench-runs", "1"]) == 0

@@ -104,6 +104,7 @@ def test_model_card_health_docs_page(server):
     (json.dumps({"persona": "p", "reply": "  "}).encode(), 422, "is empty"),
     (json.dumps({"persona": "p", "reply": "r", "extra": 1}).encode(), 422, "unknown fields"),
     (json.dumps({"items": []}).encode(), 422, "non-empty list"),
+    (b'{"persona": "p", "reply": 1e999}', 422, "must be a string"),  # hypothesis once drew inf: kept as a case
     (json.dumps({"items": [ITEM] * 9}).encode(), 413, "at most 8"),
     (json.dumps({"persona": "p", "reply": "r" * 5000}).encode(), 413, "larger than 4096 bytes"),
 ])

@@ -192,11 +192,22 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                     if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
                         return await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
                     receive = _limited(receive, cfg.max_body_bytes)
+                admitted = path == "/v1/detect" and scope["method"] == "POST"
+                if admitted:  # admission first and cheapest: no body read, no routing for a request turned away
+                    if state["inflight"] >= cfg.max_concurrent_requests:
+                        return await reject(429, f"{state['inflight']} requests in flight (limit "
+                                            f"{cfg.max_concurrent_requests}); retry shortly", {"Retry-After": "1"})
+                    state["inflight"] += 1
+                    m_inflight.inc()
                 try:
                     await self.app(scope, receive, send_and_record)
                 except _TooLarge:  # a chunked body crossed the limit while arriving: stop reading, answer now
                     if not status["started"]:
                         await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
+                finally:
+                    if admitted:
+                        state["inflight"] -= 1
+                        m_inflight.dec()
             finally:
                 m_requests.labels(route=route, status=str(status["code"])).inc()
                 m_latency.labels(route=route).observe(time.perf_counter() - t0)
@@ -231,19 +242,11 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     async def detect(request: Request):
         if not state["ready"]:
             return _error(503, "loading")
-        if state["inflight"] >= cfg.max_concurrent_requests:
-            return _error(429, f"{state['inflight']} requests in flight (limit {cfg.max_concurrent_requests}); retry "
-                          "shortly", {"Retry-After": "1"})
-        state["inflight"] += 1
-        m_inflight.inc()
         try:
             return await asyncio.wait_for(_detect(request), cfg.request_timeout_s)
         except asyncio.TimeoutError:
             return _error(504, f"no answer within {cfg.request_timeout_s:g} s (--request-timeout); the service is "
                           "overloaded")
-        finally:
-            state["inflight"] -= 1
-            m_inflight.dec()
 
     async def _detect(request: Request):
         t0 = time.perf_counter()
