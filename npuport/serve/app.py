@@ -9,7 +9,6 @@ unless --allowed-hosts lists them. POST bodies must be application/json (no cros
 """
 
 import asyncio
-import hmac
 import json
 import time
 from contextlib import asynccontextmanager
@@ -24,12 +23,10 @@ from pydantic import ValidationError
 from ..detector.data import Example
 from ..errors import ConfigError
 from .engine import Batcher, Engine, TooLong
+from .guard import Guard, error
 from .schemas import BatchResponse, DetectResponse, ErrorBody, explain, make_request_models
 
 PAGE = Path(__file__).with_name("page.html")
-# Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
-ROUTES = ("/v1/detect", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect", "/openapi.json",
-          "/redoc")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -82,20 +79,6 @@ class ServeConfig:
         return {*LOOPBACK, self.host, *self.allowed_hosts}
 
 
-def _error(status: int, message: str, headers: dict | None = None):
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _host_name(value: str) -> str:
-    if value.startswith("["):  # [::1]:8000
-        return value[1 : value.find("]")]
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
-
-
 def _parse(raw: bytes):
     """JSON with limits: a body that is not UTF-8, not JSON, nested too deeply or holding a number too long for
     Python's int conversion is a 400, never a 500."""
@@ -125,7 +108,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     m_batch = Histogram("npuport_batch_rows", "rows per runtime batch", registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64))
     m_bucket = Counter("npuport_bucket_rows", "rows routed per sequence bucket", ["bucket"], registry=registry)
     m_inflight = Gauge("npuport_inflight_requests", "detect requests being served", registry=registry)
-    state: dict = {"ready": False, "inflight": 0}
+    state: dict = {"ready": False}
 
     def on_batch(n, buckets):
         m_batch.observe(n)
@@ -149,81 +132,19 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                   description="Flags replies in which an AI character broke persona. Served from a compiled, hash-checked "
                   "artifact whose parity with the eager model was proven when it was ported.")
 
-    class Guard:
-        """Host check, API key, content type, streamed body-size limit and metrics for every request, as a plain
-        ASGI middleware: Starlette's `@app.middleware("http")` (BaseHTTPMiddleware) wraps each call in an extra
-        task and stream, which cost about a fifth of the per-request CPU of this service under load."""
-
-        def __init__(self, app):
-            self.app = app
-
-        async def __call__(self, scope, receive, send):
-            if scope["type"] != "http":
-                return await self.app(scope, receive, send)
-            t0 = time.perf_counter()
-            path = scope["path"]
-            route = path if path in ROUTES else "other"
-            headers = dict(scope["headers"])
-            status = {"code": 500, "started": False}
-
-            async def send_and_record(message):
-                if message["type"] == "http.response.start":
-                    status["code"], status["started"] = message["status"], True
-                await send(message)
-
-            async def reject(code, message, extra=None):
-                await _error(code, message, extra)(scope, receive, send_and_record)
-
-            try:
-                host = headers.get(b"host", b"").decode("latin-1")
-                if allowed is not None and _host_name(host) not in allowed:
-                    return await reject(400, f"unknown Host header {host!r}; start the service with --allowed-hosts NAME "
-                                        "to answer to it")
-                if key and path not in open_routes:
-                    auth = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
-                    given = headers.get(b"x-api-key", b"").decode("latin-1") or auth
-                    if not hmac.compare_digest(given.encode(), key.encode()):
-                        return await reject(401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)")
-                if scope["method"] == "POST":
-                    ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-                    if ctype != "application/json":
-                        return await reject(415, f"Content-Type must be application/json, not {ctype or 'absent'!r}")
-                    n = headers.get(b"content-length")
-                    if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
-                        return await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
-                    receive = _limited(receive, cfg.max_body_bytes)
-                admitted = path == "/v1/detect" and scope["method"] == "POST"
-                if admitted:  # admission first and cheapest: no body read, no routing for a request turned away
-                    if state["inflight"] >= cfg.max_concurrent_requests:
-                        return await reject(429, f"{state['inflight']} requests in flight (limit "
-                                            f"{cfg.max_concurrent_requests}); retry shortly", {"Retry-After": "1"})
-                    state["inflight"] += 1
-                    m_inflight.inc()
-                try:
-                    await self.app(scope, receive, send_and_record)
-                except _TooLarge:  # a chunked body crossed the limit while arriving: stop reading, answer now
-                    if not status["started"]:
-                        await reject(413, f"body larger than {cfg.max_body_bytes} bytes")
-                finally:
-                    if admitted:
-                        state["inflight"] -= 1
-                        m_inflight.dec()
-            finally:
-                m_requests.labels(route=route, status=str(status["code"])).inc()
-                m_latency.labels(route=route).observe(time.perf_counter() - t0)
-
-    app.add_middleware(Guard)
+    app.add_middleware(Guard, cfg=cfg, key=key, allowed=allowed, open_routes=open_routes,
+                       metrics={"requests": m_requests, "latency": m_latency, "inflight": m_inflight})
 
     @app.get("/healthz", responses={503: {"model": ErrorBody}})
     async def healthz():
         if not state["ready"]:
-            return _error(503, "loading")
+            return error(503, "loading")
         return {"status": "ok"}
 
     @app.get("/v1/model", responses={503: {"model": ErrorBody}})
     async def model():
         if not state["ready"]:
-            return _error(503, "loading")
+            return error(503, "loading")
         return state["engine"].model_card()
 
     @app.get("/metrics", response_class=PlainTextResponse)
@@ -241,11 +162,11 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                   "oneOf": [{"$ref": "#/components/schemas/Item"}, {"$ref": "#/components/schemas/Batch"}]}}}}})
     async def detect(request: Request):
         if not state["ready"]:
-            return _error(503, "loading")
+            return error(503, "loading")
         try:
             return await asyncio.wait_for(_detect(request), cfg.request_timeout_s)
         except asyncio.TimeoutError:
-            return _error(504, f"no answer within {cfg.request_timeout_s:g} s (--request-timeout); the service is "
+            return error(504, f"no answer within {cfg.request_timeout_s:g} s (--request-timeout); the service is "
                           "overloaded")
 
     async def _detect(request: Request):
@@ -253,21 +174,21 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
         raw = await request.body()
         body, problem = _parse(raw)
         if problem:
-            return _error(400, problem)
+            return error(400, problem)
         if not isinstance(body, dict):
-            return _error(422, "the body must be a JSON object: {persona, user?, reply} or {items: [...]}")
+            return error(422, "the body must be a JSON object: {persona, user?, reply} or {items: [...]}")
         is_batch = "items" in body
         try:
             parsed = (Batch if is_batch else Item).model_validate(body)
         except ValidationError as e:
-            return _error(*explain(e, is_batch, cfg.max_chars, cfg.max_items))
+            return error(*explain(e, is_batch, cfg.max_chars, cfg.max_items))
         items = [Example(persona=it.persona, reply=it.reply, user=it.user or None)
                  for it in (parsed.items if is_batch else [parsed])]
         eng: Engine = state["engine"]
         try:  # tokenizing is CPU work: off the event loop
             enc = await state["batcher"].tokenize(items)
         except TooLong as e:
-            return _error(413, str(e))
+            return error(413, str(e))
         probs, buckets = await state["batcher"].submit([x.tokens for x in enc])
         results = [{"deviation_probability": float(p), "label": eng.labels[1] if p >= eng.threshold else eng.labels[0],
                     "threshold": eng.threshold, "bucket": int(b), "truncated": x.truncated}
@@ -290,22 +211,6 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
 
     app.openapi = openapi
     return app
-
-
-def _limited(receive, limit: int):
-    """`receive` that counts body bytes as they arrive (chunked bodies have no Content-Length)."""
-    seen = 0
-
-    async def wrapped():
-        nonlocal seen
-        message = await receive()
-        if message["type"] == "http.request":
-            seen += len(message.get("body", b""))
-            if seen > limit:
-                raise _TooLarge
-        return message
-
-    return wrapped
 
 
 def serve(cfg: ServeConfig) -> None:
