@@ -128,7 +128,6 @@ def staged_output(out: str | os.PathLike, *, overwrite: bool, what: str, flag: s
     The caller writes everything under the yielded directory. On success it gets npuport's marker and replaces
     `out` (which must be empty, absent, or an earlier npuport output when `overwrite`). On an error, Ctrl-C or a
     full disk the sibling is removed and `out` is exactly as it was."""
-    import errno
     import shutil
 
     from .errors import NpuportError
@@ -148,13 +147,23 @@ def staged_output(out: str | os.PathLike, *, overwrite: bool, what: str, flag: s
         os.replace(stage, out)
         fsync_dir(out.parent)
         shutil.rmtree(old, ignore_errors=True)
-    except OSError as e:
+    except BaseException as e:
         shutil.rmtree(stage, ignore_errors=True)
-        if e.errno == errno.ENOSPC:
+        if _disk_full(e):
             free = shutil.disk_usage(out.parent).free
-            raise NpuportError(f"disk full while writing {out} ({free / 2**20:.0f} MB free on its filesystem); "
+            raise NpuportError(f"disk full while writing {out} ({free / 2**20:.1f} MB free on its filesystem); "
                                "free space or choose an -o on another disk") from None
         raise
-    except BaseException:
-        shutil.rmtree(stage, ignore_errors=True)
-        raise
+
+
+def _disk_full(e: BaseException | None) -> bool:
+    """ENOSPC anywhere in the exception chain: libraries (the ONNX exporter, compilers) wrap the OSError."""
+    import errno
+
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False

@@ -107,3 +107,23 @@ def test_ctrl_c_during_port_leaves_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no staging, no .capture, no -o
     assert main(["-q", "port", "--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--backend", "onnxruntime",
                  "-o", str(out), "--bench-runs", "1"]) == 0
+
+
+def test_disk_full_is_one_line_and_leaves_nothing(tmp_path):
+    """P8 #6: a port that runs out of disk says so in one line (exit 2) and removes its staging directory."""
+    import subprocess
+    import sys
+
+    small = tmp_path / "small"
+    small.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(small)], capture_output=True).returncode:
+        pytest.skip("needs a 256 KB tmpfs (mount as root) to fill the disk for real")
+    try:
+        res = subprocess.run([sys.executable, "-m", "npuport.cli", "port", "--preset", "tiny-bert", "--random-init",
+                              "--seq-len", "16", "--backend", "onnxruntime", "-o", str(small / "out")],
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 2, res.stderr[-2000:]
+        assert "Traceback" not in res.stderr and "disk full while writing" in res.stderr.strip().splitlines()[-1]
+        assert list(small.iterdir()) == []  # no staging directory, no half-written -o
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
