@@ -286,17 +286,24 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         if metrics is not None:
             metrics.close()
     if rank == 0:
-        ms = read_metrics(run)
-        last_val = next((m["val_loss"] for m in reversed(ms) if "val_loss" in m), None)
-        write_json_atomic(run / "manifest.json", {
-            "npuport_run": 1, "backend": runner.info, "distributed": {**dcfg.to_json(), "world_size": world},
-            "steps": cfg.steps, "resumed_from": start or None, "restarts": restart,
-            "final_loss": ms[-1]["loss"], "val_loss": last_val,
-            "val_bpc": None if last_val is None else last_val / math.log(2),
-            "bytes_sent_per_worker": bytes_sent, "param_bytes": int(global_p.numel() * 4),
-            "train_wall_s": round(time.perf_counter() - t_train, 1), "n_params": count_parameters(model),
-            "machine": machine(),
-        })
+        _write_run_manifest(run, runner.info, cfg, dcfg, world, start=start, restart=restart, bytes_sent=bytes_sent,
+                            param_bytes=int(global_p.numel() * 4), wall_s=time.perf_counter() - t_train,
+                            n_params=count_parameters(model))
+
+
+def _write_run_manifest(run: Path, runtime_info: dict, cfg: TrainConfig, dcfg: DistConfig, world: int, *, start: int,
+                        restart: int, bytes_sent: int, param_bytes: int, wall_s: float, n_params: int) -> None:
+    """Rank 0's summary of a finished distributed run (what `lm compare` and the benchmarks read)."""
+    ms = read_metrics(run)
+    last_val = next((m["val_loss"] for m in reversed(ms) if "val_loss" in m), None)
+    write_json_atomic(run / "manifest.json", {
+        "npuport_run": 1, "backend": runtime_info, "distributed": {**dcfg.to_json(), "world_size": world},
+        "steps": cfg.steps, "resumed_from": start or None, "restarts": restart,
+        "final_loss": ms[-1]["loss"], "val_loss": last_val,
+        "val_bpc": None if last_val is None else last_val / math.log(2),
+        "bytes_sent_per_worker": bytes_sent, "param_bytes": param_bytes,
+        "train_wall_s": round(wall_s, 1), "n_params": n_params, "machine": machine(),
+    })
 
 
 def check_resume_distributed(run: Path, info: dict, dcfg: DistConfig, world: int) -> None:
