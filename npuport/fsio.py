@@ -131,6 +131,7 @@ def staged_output(out: str | os.PathLike, *, overwrite: bool, what: str, flag: s
     import shutil
 
     from .errors import NpuportError
+    from .interrupt import raise_if_interrupted
 
     out = Path(out)
     check_output(out, overwrite=overwrite, flag=flag)
@@ -139,6 +140,7 @@ def staged_output(out: str | os.PathLike, *, overwrite: bool, what: str, flag: s
     stage.mkdir(parents=True)
     try:
         yield stage
+        raise_if_interrupted()  # a Ctrl-C swallowed by some __del__ still discards the stage
         atomic_write(stage / OUTPUT_MARKER, json.dumps({"made_by": "npuport", "what": what}) + "\n")
         fsync_tree(stage)
         old = out.parent / f".{out.name}.npuport-old-{os.getpid()}"

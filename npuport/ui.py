@@ -6,6 +6,8 @@ import sys
 import time
 from contextlib import contextmanager
 
+from .interrupt import raise_if_interrupted
+
 
 class Progress:
     def __init__(self, enabled: bool = True):
@@ -14,6 +16,7 @@ class Progress:
         self._status = None
 
     def __call__(self, message: str) -> None:
+        raise_if_interrupted()  # every stage boundary reports progress: a swallowed Ctrl-C stops here
         if not self.enabled:
             return
         elapsed = time.perf_counter() - self.t0
@@ -40,7 +43,7 @@ class Progress:
 
 
 def silent(_message: str) -> None:
-    pass
+    raise_if_interrupted()
 
 
 class StepBar:
@@ -62,6 +65,7 @@ class StepBar:
             self.task = self.p.add_task("", total=total, completed=done)
 
     def update(self, done: int, description: str) -> None:
+        raise_if_interrupted()
         self.done = done
         if self.tty:
             self.p.update(self.task, completed=done, description=description)

@@ -15,6 +15,7 @@ import sys
 import traceback
 
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
+from .. import interrupt
 from . import demo, detector, doctor, lm, port, serve, sign
 from .common import EPILOG
 
@@ -43,8 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.debug:
         os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    interrupt.install()
     try:
-        return args.func(args)
+        rc = args.func(args)
+        interrupt.raise_if_interrupted()
+        return rc
     except NpuportError as e:
         if args.debug:
             traceback.print_exc()
