@@ -22,6 +22,7 @@ from .machine import machine, peak_rss_mb, versions
 from .manifest import Manifest, RuntimeInfo
 from .runtimes import feeds_of, get_runtime, runtime_names
 from .spec import CompileSpec, ShapeSpec
+from .task import Task
 from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, max_positions, state_fingerprint
 from .router import BucketRouter
 from .static.capture import CAPTURE_METHODS, capture, make_probes, prove, reference_logits
@@ -42,6 +43,7 @@ class ModelSource:
     preset: str | None = None
     random_init: bool = False
     seed: int = 0
+    new_head: bool = False  # a plain backbone directory: start a random detector head (never silently)
 
     def __post_init__(self):
         if (self.model_dir is None) == (self.preset is None):
@@ -57,20 +59,21 @@ class ModelSource:
     def load(self) -> Detector:
         if self.preset is not None:
             return build_preset(self.preset, seed=self.seed)
-        return load_detector(self.model_dir)
+        return load_detector(self.model_dir, new_head=self.new_head)
 
     def describe(self, model: Detector, fingerprint: str) -> dict:
         base = {"model_type": model.model_type, "sha256": fingerprint,
                 "parameters": sum(p.numel() for p in model.parameters())}
         if self.preset is not None:
             return {"kind": "preset", "preset": self.preset, "random_init": True, "seed": self.seed, **base}
-        return {"kind": "dir", "path": str(Path(self.model_dir).resolve()), **base}
+        head = {"new_head": True} if self.new_head else {}
+        return {"kind": "dir", "path": str(Path(self.model_dir).resolve()), **head, **base}
 
     @classmethod
     def from_manifest(cls, source: dict) -> "ModelSource":
         if source.get("kind") == "preset":
             return cls(preset=source["preset"], random_init=True, seed=source.get("seed", 0))
-        return cls(model_dir=source["path"])
+        return cls(model_dir=source["path"], new_head=bool(source.get("new_head")))
 
 
 # -- doctor ----------------------------------------------------------------------------------------------------
@@ -188,7 +191,7 @@ class _Reference:
     probes: dict
     refs: dict
     eval_ref: np.ndarray | None
-    threshold: float
+    task: Task
 
 
 def port(cfg: PortConfig, progress: Progress = silent) -> dict:
@@ -264,7 +267,7 @@ def _reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:
     probes = {s: make_probes(model, *s) for s in cfg.shapes.shapes()}
     refs = {s: [reference_logits(model, *p) for p in probes[s]] for s in cfg.shapes.shapes()}
     eval_ref = eager_logits(model, inputs.eval_rows) if inputs.eval_rows is not None else None
-    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, threshold=model.spec.threshold)
+    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, task=Task.from_spec(model.spec.to_json()))
 
 
 def _compile_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path, progress: Progress):
@@ -293,10 +296,10 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     progress(f"{name}: loading and checking parity")
     session = get_runtime(name).open(art, manifest)
     try:
-        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.threshold), name, cfg.precision)}
+        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, cfg.precision)}
         if eval_rows is not None:
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.threshold), name, cfg.precision)
+            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, cfg.precision)
         progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
         lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
         return figs, lat, session.execution_precision
@@ -363,15 +366,15 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         progress(f"{art.name}: loading and re-running proof inputs")
         session = runtime.open(art, manifest)
         probes, refs = _load_proof_inputs(art / PROOF_FILE)
-        threshold = manifest.threshold
-        figs = {"probes": judge(probe_parity(session, probes, refs, threshold), name, precision)}
+        task = manifest.task
+        figs = {"probes": judge(probe_parity(session, probes, refs, task), name, precision)}
         if examples is not None:
             key = manifest.source["sha256"]
             if key not in reference_cache:
                 reference_cache[key] = _data_reference(manifest, art, examples, progress)
             rows, ref = reference_cache[key]
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            figs["data"] = judge(data_parity(session, router, rows, ref, threshold), name, precision)
+            figs["data"] = judge(data_parity(session, router, rows, ref, task), name, precision)
         session.close()
         results[art.name] = {"backend": name, "precision": precision, **_parity_summary(figs), "parity": figs}
         gc.collect()

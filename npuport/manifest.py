@@ -67,6 +67,13 @@ class Manifest:
     def labels(self) -> list[str]:
         return list(self.outputs[0]["labels"]) if self.outputs else []
 
+    @property
+    def task(self):
+        """What the logits mean (problem type, labels, threshold); `detector` holds the head's spec."""
+        from .task import Task
+
+        return Task.from_spec({**self.detector, "labels": self.labels or self.detector.get("labels")})
+
     def to_json(self) -> dict:
         d = asdict(self)
         d["shape_spec"] = self.shape_spec.to_json()

@@ -54,7 +54,7 @@ class BucketRouter:
 
     def run(self, session: Session, token_rows: list[np.ndarray]) -> Routed:
         n = len(token_rows)
-        logits = np.zeros((n, 2), dtype=np.float32)
+        logits = None  # (n, num_labels): the width comes from the first answer
         buckets = [self.bucket_for(len(t)) for t in token_rows]
         truncated = [len(t) > self.max_len for t in token_rows]
         for bucket in sorted(set(buckets)):
@@ -64,5 +64,9 @@ class BucketRouter:
                 chunk = idx[start : start + b]
                 start += len(chunk)
                 out = session.run(self.pack([token_rows[i] for i in chunk], bucket, b))
+                if logits is None:
+                    logits = np.zeros((n, out.shape[-1]), dtype=np.float32)
                 logits[chunk] = out[: len(chunk)]
+        if logits is None:
+            logits = np.zeros((0, 0), dtype=np.float32)
         return Routed(logits=logits, buckets=buckets, truncated=truncated)

@@ -14,6 +14,7 @@ import torch
 from .runtimes.base import Session, feeds_of
 from .models.detector import Detector
 from .router import BucketRouter
+from .task import Task
 
 
 @dataclass(frozen=True)
@@ -36,21 +37,23 @@ def tolerance(backend: str, precision: str) -> Tolerance:
 
 
 def softmax_dev(logits: np.ndarray) -> np.ndarray:
-    z = logits.astype(np.float64)
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return (e[:, 1] / e.sum(axis=-1)).astype(np.float64)
+    """The detector's view: P(deviation), the softmax probability of label 1."""
+    return Task().scores(logits)[:, 1]
 
 
-def compare(ref: np.ndarray, got: np.ndarray, threshold: float = 0.5) -> dict:
+def compare(ref: np.ndarray, got: np.ndarray, task: Task | None = None) -> dict:
+    """Figures for one set of rows: max|Δlogit|, max|Δscore| over every label (probability, sigmoid or regression
+    value) and the share of rows whose decision is the same (regression has none: 1.0 by definition)."""
+    task = task or Task()
     if np.isnan(got).any():
         return {"max_abs_logit_diff": float("nan"), "max_abs_prob_diff": float("nan"), "decision_agreement": 0.0,
                 "n": int(len(ref)), "nan": True}
-    pr, pg = softmax_dev(ref), softmax_dev(got)
+    dr, dg = task.decisions(ref), task.decisions(got)
+    same = 1.0 if dr is None else float(np.mean((dr == dg).reshape(len(ref), -1).all(axis=1)))
     return {
         "max_abs_logit_diff": float(np.abs(ref - got).max()),
-        "max_abs_prob_diff": float(np.abs(pr - pg).max()),
-        "decision_agreement": float(np.mean((pr >= threshold) == (pg >= threshold))),
+        "max_abs_prob_diff": float(np.abs(task.scores(ref) - task.scores(got)).max()),
+        "decision_agreement": same,
         "n": int(len(ref)),
         "nan": False,
     }
@@ -88,15 +91,15 @@ def eager_logits(model: Detector, rows: list[np.ndarray]) -> np.ndarray:
     return np.stack(out)
 
 
-def probe_parity(session: Session, probes: dict, refs: dict, threshold: float) -> dict:
+def probe_parity(session: Session, probes: dict, refs: dict, task: Task) -> dict:
     parts = []
     for shape, plist in probes.items():
         for (ids, mask), ref in zip(plist, refs[shape]):
             got = session.run(feeds_of(ids.numpy(), mask.numpy()))
-            parts.append(compare(ref, got, threshold))
+            parts.append(compare(ref, got, task))
     return merge(parts)
 
 
-def data_parity(session: Session, router: BucketRouter, rows: list[np.ndarray], ref: np.ndarray, threshold: float) -> dict:
+def data_parity(session: Session, router: BucketRouter, rows: list[np.ndarray], ref: np.ndarray, task: Task) -> dict:
     routed = router.run(session, rows)
-    return compare(ref, routed.logits, threshold)
+    return compare(ref, routed.logits, task)

@@ -19,14 +19,17 @@ def test_round_trip_is_bitwise(tmp_path, tiny_model_dir):
     assert load_tokenizer(tiny_model_dir) is not None
 
 
-def test_plain_backbone_checkpoint_loads(tmp_path):
-    """A HF ModernBertModel directory (as downloaded) loads: backbone weights kept, head fresh."""
+def test_plain_backbone_checkpoint_needs_new_head(tmp_path):
+    """A HF ModernBertModel directory (as downloaded) is refused as a classifier (a random head proves nothing);
+    with new_head it loads: backbone weights kept, head fresh."""
     from transformers import AutoConfig, AutoModel
 
     p = PRESETS.get("tiny-modernbert")
     backbone = AutoModel.from_config(AutoConfig.for_model(p.model_type, **p.config))
     backbone.save_pretrained(tmp_path / "hf")
-    m = load_detector(tmp_path / "hf")
+    with pytest.raises(ModelLoadError, match="no classification head.*--new-head"):
+        load_detector(tmp_path / "hf")
+    m = load_detector(tmp_path / "hf", new_head=True)
     for k, v in backbone.state_dict().items():
         assert torch.equal(m.backbone.state_dict()[k], v), k
 

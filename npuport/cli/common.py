@@ -38,6 +38,9 @@ def add_source(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=PRESETS.names(), help="a named architecture instead of MODEL_DIR")
     p.add_argument("--random-init", action="store_true", help="build the preset with random weights (no download)")
     p.add_argument("--seed", type=int, default=0, help="seed for --random-init (default 0)")
+    p.add_argument("--new-head", action="store_true",
+                   help="MODEL_DIR is a plain backbone (no classification head): start a new random detector head "
+                   "(for experiments; a fine-tuned *ForSequenceClassification checkpoint keeps its own head)")
 
 
 

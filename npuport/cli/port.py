@@ -44,6 +44,7 @@ def register(sub) -> None:
     bn.add_argument("target", nargs="?", help="a `port` output / artifact directory, or a HF model directory")
     bn.add_argument("--preset", choices=PRESETS.names(), help="benchmark a preset architecture (with --random-init)")
     bn.add_argument("--random-init", action="store_true")
+    bn.add_argument("--new-head", action="store_true", help="TARGET is a plain backbone: benchmark it with a new random head")
     bn.add_argument("--seed", type=int, default=0)
     add_runtime_flag(bn, help="runtimes to port to / to select from the artifacts")
     bn.add_argument("--vs", type=csv_list("vs"), default=("eager",), help="comparison paths: eager, torch.compile (default eager)")
@@ -75,7 +76,8 @@ def run_port(args) -> int:
     from ..api import ModelSource, PortConfig, port
 
     cfg = PortConfig(
-        source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed),
+        source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
+                           new_head=args.new_head),
         out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, bench_runs=args.bench_runs, overwrite=args.overwrite,
     )
@@ -134,7 +136,7 @@ def run_bench(args) -> int:
     target = Path(args.target) if args.target else None
     is_artifacts = target is not None and ((target / MANIFEST).is_file() or any(target.glob(f"*/{MANIFEST}")))
     source = None if is_artifacts else ModelSource(model_dir=args.target, preset=args.preset, random_init=args.random_init,
-                                                   seed=args.seed)
+                                                   seed=args.seed, new_head=args.new_head)
     cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, backends=args.runtime, vs=args.vs,
                       shapes=_shapes(args), precision=args.precision, runs=args.runs, warmup=args.warmup,
                       json_out=args.json, plot=args.plot)

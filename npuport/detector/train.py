@@ -196,8 +196,8 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
         if model is None:
-            if cfg.init:
-                model = load_detector(cfg.init)
+            if cfg.init:  # a detector to fine-tune further, or a backbone (or classifier) whose encoder we reuse
+                model = load_detector(cfg.init, new_head=True)
                 tokenizer = load_tokenizer(cfg.init)
             else:
                 tokenizer = tokenizer or (load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else None)

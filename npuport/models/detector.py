@@ -1,8 +1,11 @@
 """Persona-deviation detector: any HF encoder backbone + masked mean pooling + Linear(hidden, 2).
 
 Stored as a standard Hugging Face directory: `config.json` (the backbone config plus an `npuport_detector`
-block), `model.safetensors` (keys `backbone.*`, `head.*`) and tokenizer files. A plain HF backbone checkpoint
-(e.g. a downloaded mmBERT directory) loads too; its head starts random and we say so.
+block), `model.safetensors` (keys `backbone.*`, `head.*`) and tokenizer files.
+
+`load_detector` also loads what users bring: a stock `*ForSequenceClassification` checkpoint keeps its own head
+(`models/classifier.py`); a plain backbone (e.g. a downloaded mmBERT directory) is refused unless `new_head=True`
+(`--new-head`) asks for a new random head to train, because a port of a random head proves nothing.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ class DetectorSpec:
     max_length: int = 512
     threshold: float = 0.5
     labels: tuple[str, ...] = LABELS
+    problem_type: str = "single_label_classification"
+    head: str = "npuport:mean-linear"
 
     def __post_init__(self):
         if self.num_labels != 2:
@@ -48,6 +53,8 @@ class DetectorSpec:
             raise ConfigError(f"pooling={self.pooling!r}: only masked 'mean' pooling is implemented")
         if not 0.0 < self.threshold < 1.0:
             raise ConfigError(f"threshold={self.threshold}: must be in (0, 1)")
+        if self.problem_type != "single_label_classification" or self.head != "npuport:mean-linear":
+            raise ConfigError(f"a detector is single-label with npuport's mean-linear head, not {self.problem_type} / {self.head}")
 
     def to_json(self) -> dict:
         d = asdict(self)
@@ -82,6 +89,9 @@ class Detector(nn.Module):
     @property
     def model_type(self) -> str:
         return self.backbone.config.model_type
+
+    def extra_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
+        return {}  # the detector's backbone reads ids and mask only (segment ids stay 0, as in training)
 
     def pool_and_head(self, hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return self.head(masked_mean(hidden, attention_mask))  # (B, 2)
@@ -136,8 +146,9 @@ def _check_config_types(config, where: Path) -> None:
             raise ValueError(f"{f} = {v!r} in {where} must be a positive integer")
 
 
-def load_detector(directory: str | os.PathLike) -> Detector:
-    """Load a detector directory, or a plain HF encoder checkpoint (head initialised at random)."""
+def load_detector(directory: str | os.PathLike, *, new_head: bool = False):
+    """A detector directory -> Detector; a stock `*ForSequenceClassification` checkpoint -> HFClassifier with its
+    own head; a plain backbone -> Detector with a new random head only when `new_head`, else ModelLoadError."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
     from transformers import AutoConfig
@@ -177,12 +188,28 @@ def load_detector(directory: str | os.PathLike) -> Detector:
         state = load_file(str(weights))
     except (SafetensorError, OSError) as e:
         raise ModelLoadError(f"{weights} is not a readable safetensors file: {e}") from None
+    from .classifier import build_classifier, headless_error, is_sequence_classifier
+
+    if spec_raw is None and is_sequence_classifier(raw) and not new_head:
+        from .classifier import SEGMENT_KEY
+
+        if getattr(config, "type_vocab_size", 1) > 1 and getattr(config, SEGMENT_KEY, None) is None:
+            # Segment ids only where the model's own tokenizer makes them (BERT does, XLM-R does not); the config
+            # does not name [SEP], the tokenizer does. Recorded in the config so a saved copy keeps the rule.
+            tok = load_tokenizer(d)
+            if tok is not None and "token_type_ids" in tok.model_input_names and tok.sep_token_id is not None:
+                setattr(config, SEGMENT_KEY, int(tok.sep_token_id))
+        return build_classifier(config, state, d)
+    if spec_raw is None and not new_head:
+        raise headless_error(d, raw)
+    if spec_raw is not None and not any(k.startswith("head.") for k in state):
+        raise ModelLoadError(f"{weights} has no head.* weights though {d}/{CONFIG_NAME} describes a detector")
     model = Detector(config, spec)
-    if spec_raw is not None and any(k.startswith("head.") for k in state):
+    if spec_raw is not None:
         missing, unexpected = model.load_state_dict(state, strict=False)
     else:
-        # A plain backbone checkpoint: strip the task-model prefix and keep only backbone tensors.
-        log.warning("%s has no detector head: loading the backbone only, head initialised at random", d)
+        # --new-head: strip the task-model prefix, keep only backbone tensors, start the head at random.
+        log.info("%s: loading the backbone only, new head initialised at random (--new-head)", d)
         bb_state = {}
         for k, v in state.items():
             for p in _BACKBONE_PREFIXES:
@@ -286,8 +313,11 @@ def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None, 
     return Detector(config, spec).eval()
 
 
-def max_positions(model: Detector) -> int:
-    cfg = model.config
+def max_positions(model) -> int:
+    return max_positions_of(model.config)
+
+
+def max_positions_of(cfg) -> int:
     n = getattr(cfg, "max_position_embeddings", None) or 512
     if cfg.model_type in ("xlm-roberta", "roberta"):
         n -= 2  # RoBERTa position ids start after padding_idx

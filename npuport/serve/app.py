@@ -22,9 +22,10 @@ from pydantic import ValidationError
 
 from ..detector.data import Example
 from ..errors import ConfigError
-from .engine import Batcher, Engine, TooLong
+from .engine import Batcher, Engine, TooLong, select_artifact
 from .guard import Guard, error
-from .schemas import BatchResponse, DetectResponse, ErrorBody, explain, make_request_models
+from .schemas import (BatchResponse, ClassifyBatchResponse, ClassifyResponse, DetectResponse, ErrorBody, explain,
+                      make_request_models)
 
 PAGE = Path(__file__).with_name("page.html")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -100,7 +101,13 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     key = cfg.api_key()
     allowed = cfg.hosts()
     open_routes = {"/healthz", "/", *(("/metrics",) if cfg.public_metrics else ())}
-    Item, Batch = make_request_models(cfg.max_chars, cfg.max_items)
+    from ..artifact import read_manifest
+
+    # The artifact decides the API: the detector judges {persona, user?, reply} at /v1/detect, a stock classifier
+    # reads {text, text_pair?} at /v1/classify. Read from the manifest now; the engine loads in the lifespan.
+    is_detector = engine.task.is_detector if engine else read_manifest(select_artifact(cfg.artifact_dir, cfg.backend)).task.is_detector
+    route = "/v1/detect" if is_detector else "/v1/classify"
+    Item, Batch = make_request_models(cfg.max_chars, cfg.max_items, detector=is_detector)
     registry = CollectorRegistry()
     m_requests = Counter("npuport_requests", "HTTP requests", ["route", "status"], registry=registry)
     m_latency = Histogram("npuport_request_latency_seconds", "request latency", ["route"], registry=registry,
@@ -128,9 +135,11 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
         await state["batcher"].stop()
 
     errors = {code: {"model": ErrorBody} for code in (400, 401)}
-    app = FastAPI(title="npuport persona-deviation detector", version="1", lifespan=lifespan, responses=errors,
-                  description="Flags replies in which an AI character broke persona. Served from a compiled, hash-checked "
-                  "artifact whose parity with the eager model was proven when it was ported.")
+    what = ("npuport persona-deviation detector", "Flags replies in which an AI character broke persona.") if is_detector \
+        else ("npuport sequence classifier", "Classifies text with a fine-tuned Hugging Face classifier's own head.")
+    app = FastAPI(title=what[0], version="1", lifespan=lifespan, responses=errors,
+                  description=f"{what[1]} Served from a compiled, hash-checked artifact whose parity with the eager model "
+                  "was proven when it was ported.")
 
     app.add_middleware(Guard, cfg=cfg, key=key, allowed=allowed, open_routes=open_routes,
                        metrics={"requests": m_requests, "latency": m_latency, "inflight": m_inflight})
@@ -153,11 +162,16 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
+        if not is_detector:  # the playground is the detector's; a classifier's API is documented at /docs
+            return HTMLResponse('<!doctype html><title>npuport</title><p>POST {"text": ...} to <code>/v1/classify</code>; '
+                                'see <a href="/docs">/docs</a>.</p>')
         return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("__NEEDS_KEY__", "true" if key else "false"))
 
     detect_errors = {code: {"model": ErrorBody} for code in (413, 415, 422, 429, 503, 504)}
 
-    @app.post("/v1/detect", response_model=Union[DetectResponse, BatchResponse], responses=detect_errors,
+    answer = Union[DetectResponse, BatchResponse] if is_detector else Union[ClassifyResponse, ClassifyBatchResponse]
+
+    @app.post(route, response_model=answer, responses=detect_errors,
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
                   "oneOf": [{"$ref": "#/components/schemas/Item"}, {"$ref": "#/components/schemas/Batch"}]}}}}})
     async def detect(request: Request):
@@ -182,17 +196,17 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
             parsed = (Batch if is_batch else Item).model_validate(body)
         except ValidationError as e:
             return error(*explain(e, is_batch, cfg.max_chars, cfg.max_items))
-        items = [Example(persona=it.persona, reply=it.reply, user=it.user or None)
-                 for it in (parsed.items if is_batch else [parsed])]
+        given = parsed.items if is_batch else [parsed]
+        items = ([Example(persona=it.persona, reply=it.reply, user=it.user or None) for it in given] if is_detector
+                 else [(it.text, it.text_pair or None) for it in given])
         eng: Engine = state["engine"]
         try:  # tokenizing is CPU work: off the event loop
             enc = await state["batcher"].tokenize(items)
         except TooLong as e:
             return error(413, str(e))
-        probs, buckets = await state["batcher"].submit([x.tokens for x in enc])
-        results = [{"deviation_probability": float(p), "label": eng.labels[1] if p >= eng.threshold else eng.labels[0],
-                    "threshold": eng.threshold, "bucket": int(b), "truncated": x.truncated}
-                   for p, b, x in zip(probs, buckets, enc)]
+        logits, buckets = await state["batcher"].submit([x.tokens for x in enc])
+        results = [{**_answer(eng, z), "threshold": eng.threshold, "bucket": int(b), "truncated": x.truncated}
+                   for z, b, x in zip(logits, buckets, enc)]
         out = {"model": eng.manifest.source["sha256"][:16], "backend": eng.manifest.runtime.name,
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
         return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]})
@@ -211,6 +225,13 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
 
     app.openapi = openapi
     return app
+
+
+def _answer(eng: Engine, logits_row) -> dict:
+    if eng.task.is_detector:  # the detector's view: P(deviation) against the threshold chosen on validation
+        p = float(eng.task.scores(logits_row[None])[0, 1])
+        return {"deviation_probability": p, "label": eng.labels[1] if p >= eng.threshold else eng.labels[0]}
+    return eng.task.describe(logits_row)
 
 
 def serve(cfg: ServeConfig) -> None:

@@ -21,7 +21,7 @@ from ..detector.data import Example, encode
 from ..errors import CheckFailed, ConfigError
 from ..models.detector import load_tokenizer
 from ..router import BucketRouter
-from ..verify import softmax_dev
+from ..task import Task
 
 
 class TooLong(Exception):
@@ -52,19 +52,24 @@ def check_verified(manifest, where) -> None:
                                  "overrides)")
 
 
+def select_artifact(artifact_dir: str, backend: str | None = None) -> Path:
+    """The artifact `serve` answers from: the first under artifact_dir, or the first of runtime `backend`."""
+    arts = find_artifacts(artifact_dir)
+    if backend:
+        arts = [a for a in arts if read_manifest(a).runtime.name == backend]
+        if not arts:
+            raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
+    return Path(arts[0])
+
+
 class Engine:
     def __init__(self, artifact_dir: str, backend: str | None = None, threshold: float | None = None,
                  truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False,
                  require_signature: str | None = None):
         if truncate not in ("head", "tail"):
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
-        arts = find_artifacts(artifact_dir)
-        if backend:
-            arts = [a for a in arts if read_manifest(a).runtime.name == backend]
-            if not arts:
-                raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
-        art = arts[0]
-        self.artifact = Path(art)
+        art = select_artifact(artifact_dir, backend)
+        self.artifact = art
         manifest = read_manifest(art)
         if require_signature:
             from ..signing import check_signature
@@ -82,6 +87,8 @@ class Engine:
             raise ConfigError(f"--threshold {self.threshold} must be in (0, 1)")
         self.truncate, self.reject_long = truncate, reject_long
         self.labels = self.manifest.labels
+        task = self.manifest.task
+        self.task = Task(problem_type=task.problem_type, labels=task.labels, threshold=self.threshold)
 
     def model_card(self) -> dict:
         m = self.manifest
@@ -92,17 +99,24 @@ class Engine:
             "executes": m.runtime.executes, "backend_versions": m.runtime.versions, "device": m.device,
             "precision": m.precision,
             "buckets": sorted({t for _, t in self.session.shapes}), "batch_sizes": sorted({b for b, _ in self.session.shapes}),
-            "threshold": self.threshold, "labels": self.labels,
+            "threshold": self.threshold, "labels": self.labels, "problem_type": self.task.problem_type,
+            "kind": "persona-deviation detector" if self.task.is_detector else "sequence classifier",
             "proof": {k: v.get("max_abs_diff") for k, v in m.capture["proof"].items()},
             "parity": {k: {f: v[f] for f in ("max_abs_logit_diff", "max_abs_prob_diff", "decision_agreement", "n")}
                        for k, v in m.parity.items()},
             "npuport_version": m.npuport_version,
         }
 
-    def encode(self, items: list[Example]) -> list[Encoded]:
+    def _token_rows(self, items: list) -> list[np.ndarray]:
+        if self.task.is_detector:  # Example: [CLS] persona (+ user) [SEP] reply [SEP]
+            return encode(self.tokenizer, items, max_length=1 << 20)
+        # a stock classifier: (text, text_pair or None), tokenized as its own tokenizer does
+        return [np.asarray(self.tokenizer(t, p)["input_ids"], dtype=np.int64) for t, p in items]
+
+    def encode(self, items: list) -> list[Encoded]:
         limit = self.router.max_len
         out = []
-        for i, row in enumerate(encode(self.tokenizer, items, max_length=1 << 20)):
+        for i, row in enumerate(self._token_rows(items)):
             if len(row) <= limit:
                 out.append(Encoded(row, False))
                 continue
@@ -116,8 +130,9 @@ class Engine:
         return out
 
     def infer(self, rows: list[np.ndarray]):
+        """Logits (N, num_labels) and the bucket each row ran at; `task` says what they mean."""
         routed = self.router.run(self.session, rows)
-        return softmax_dev(routed.logits), routed.buckets
+        return routed.logits, routed.buckets
 
     def warm_up(self) -> None:
         for b, t in self.session.shapes:
@@ -181,7 +196,7 @@ class Batcher:
                 continue
             rows = [r for req, _ in batch for r in req]
             try:
-                probs, buckets = await loop.run_in_executor(self.pool, self.engine.infer, rows)
+                logits, buckets = await loop.run_in_executor(self.pool, self.engine.infer, rows)
             except Exception as e:  # hand the runtime's error to every waiting request instead of hanging them
                 for _, fut in batch:
                     if not fut.done():
@@ -191,5 +206,5 @@ class Batcher:
             k = 0
             for req, fut in batch:
                 if not fut.done():
-                    fut.set_result((probs[k : k + len(req)], buckets[k : k + len(req)]))
+                    fut.set_result((logits[k : k + len(req)], buckets[k : k + len(req)]))
                 k += len(req)

@@ -13,7 +13,8 @@ import time
 from fastapi.responses import JSONResponse
 
 # Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
-ROUTES = ("/v1/detect", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect", "/openapi.json",
+INFERENCE_ROUTES = ("/v1/detect", "/v1/classify")  # the detector's route, or a stock classifier's
+ROUTES = ("/v1/detect", "/v1/classify", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect", "/openapi.json",
           "/redoc")
 
 
@@ -71,7 +72,7 @@ class Guard:
             n = headers.get(b"content-length")
             if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
                 return 413, f"body larger than {cfg.max_body_bytes} bytes"
-        if path == "/v1/detect" and self.inflight >= cfg.max_concurrent_requests:  # cheapest answer: no body read
+        if path in INFERENCE_ROUTES and self.inflight >= cfg.max_concurrent_requests:  # cheapest answer: no body read
             return 429, (f"{self.inflight} requests in flight (limit {cfg.max_concurrent_requests}); retry shortly",
                          {"Retry-After": "1"})
         return None
@@ -98,7 +99,7 @@ class Guard:
                 return await reject(*refused)
             if scope["method"] == "POST":
                 receive = _limited(receive, self.cfg.max_body_bytes)
-            admitted = path == "/v1/detect" and scope["method"] == "POST"
+            admitted = path in INFERENCE_ROUTES and scope["method"] == "POST"
             if admitted:
                 self.inflight += 1
                 self.m["inflight"].inc()

@@ -36,18 +36,51 @@ class BatchResponse(BaseModel):
     items: list[Result]
 
 
-def make_request_models(max_chars: int, max_items: int) -> tuple[type[BaseModel], type[BaseModel]]:
-    """(Item, Batch) with this service's limits. Strict: no number is coerced into a string."""
+class ClassResult(BaseModel):
+    """A stock classifier's answer: its own label names (`id2label`) and every label's score."""
+
+    label: str | None = Field(None, description="single-label: the decided label")
+    labels: list[str] | None = Field(None, description="multi-label: every label whose sigmoid >= threshold")
+    scores: dict[str, float] = Field(description="softmax probabilities, per-label sigmoids, or regression values")
+    threshold: float
+    bucket: int
+    truncated: bool
+
+
+class ClassifyResponse(ClassResult):
+    model: str
+    backend: str
+    latency_ms: float
+
+
+class ClassifyBatchResponse(BaseModel):
+    model: str
+    backend: str
+    latency_ms: float
+    items: list[ClassResult]
+
+
+def make_request_models(max_chars: int, max_items: int, detector: bool = True) -> tuple[type[BaseModel], type[BaseModel]]:
+    """(Item, Batch) with this service's limits. Strict: no number is coerced into a string. The detector judges
+    {persona, user?, reply}; a stock classifier reads {text, text_pair?} as its tokenizer would."""
     text = Annotated[str, StringConstraints(min_length=1, max_length=max_chars, pattern=r"\S")]
     optional = Annotated[str, StringConstraints(max_length=max_chars)]
 
-    class Item(BaseModel):
-        """One reply to judge, with the persona card it should stay in (and optionally the user's turn)."""
+    if detector:
+        class Item(BaseModel):
+            """One reply to judge, with the persona card it should stay in (and optionally the user's turn)."""
 
-        model_config = ConfigDict(extra="forbid", strict=True)
-        persona: text
-        user: optional | None = None
-        reply: text
+            model_config = ConfigDict(extra="forbid", strict=True)
+            persona: text
+            user: optional | None = None
+            reply: text
+    else:
+        class Item(BaseModel):  # noqa: F811 - one of the two shapes, chosen by the artifact
+            """One text to classify (and optionally its pair, e.g. a hypothesis for NLI)."""
+
+            model_config = ConfigDict(extra="forbid", strict=True)
+            text: text
+            text_pair: optional | None = None
 
     class Batch(BaseModel):
         model_config = ConfigDict(extra="forbid", strict=True)
@@ -80,7 +113,7 @@ def explain(err: ValidationError, is_batch: bool, max_chars: int, max_items: int
     if typ == "missing":
         return 422, f"{_where(loc[:-1], is_batch) or 'body'}: missing field {loc[-1]!r}"
     if typ == "string_type":
-        return 422, f"{where} must be a string{' or absent' if loc[-1] == 'user' else ''}, got {type(value).__name__}"
+        return 422, f"{where} must be a string{' or absent' if loc[-1] in ('user', 'text_pair') else ''}, got {type(value).__name__}"
     if typ in ("string_too_short", "string_pattern_mismatch"):
         return 422, f"{where} is empty"
     if typ == "string_too_long":

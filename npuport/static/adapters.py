@@ -50,7 +50,8 @@ def padding_masks(attention_mask: torch.Tensor, sliding_window: int | None = Non
 
 
 class StaticDetector(nn.Module):
-    """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, 2); nothing else goes in."""
+    """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, num_labels); nothing else goes in.
+    Wraps a Detector or a stock HFClassifier (same interface)."""
 
     def __init__(self, detector: Detector, backbone_call: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]):
         super().__init__()
@@ -58,7 +59,8 @@ class StaticDetector(nn.Module):
         self._call = backbone_call
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        hidden = self._call(self.detector.backbone, input_ids, attention_mask)  # (B, T, C)
+        extra = self.detector.extra_inputs(input_ids, attention_mask)  # e.g. BERT's segment ids, built in-graph
+        hidden = self._call(self.detector.backbone, input_ids, attention_mask, **extra)  # (B, T, C)
         return self.detector.pool_and_head(hidden, attention_mask)
 
 
@@ -133,9 +135,9 @@ def adapt_bert_family(detector: Detector) -> tuple[StaticDetector, AdapterReport
     _force_sdpa(bb, report)
     report.actions.append("masks: (B,1,T,T) boolean built in-graph from the 2-D mask, diagonal OR-ed in")
 
-    def call(backbone, input_ids, attention_mask):
+    def call(backbone, input_ids, attention_mask, **extra):
         full, _ = padding_masks(attention_mask)
-        return backbone(input_ids=input_ids, attention_mask=full).last_hidden_state
+        return backbone(input_ids=input_ids, attention_mask=full, **extra).last_hidden_state
 
     report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")
     return StaticDetector(detector.eval(), call), report
