@@ -51,11 +51,19 @@ def demo_section(r: dict, link: str) -> list[str]:
     rep, b = r["report"], r["build"]
     d = rep["detector"]
     tr = b["data"]["splits"]
+    first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark), "
+             if r.get("empty_cache") else "")
     out = [f"**`npuport demo`** ([script]({link}/demo_run.py), [JSON]({link}/results/demo.json)): demo detector "
-           f"({b['train']['train_rows']} training rows, {tr['train']['personas']} training personas) built in "
-           f"{b['seconds']:.0f} s; demo wall {rep['wall_seconds']:.0f} s with a cached model. {machine_line(r)}.", "",
+           f"({b.get('init', 'scratch')} init, {b['train']['train_rows']} training rows, {tr['train']['personas']} training "
+           f"personas) built in {b['seconds']:.0f} s; {first}demo wall {rep['wall_seconds']:.0f} s with the model cached. "
+           f"{machine_line(r)}.", "",
            f"- Test split, {d['n']} rows, {tr['test']['personas']} personas never seen in training: **F1 {d['f1']:.3f}**, "
-           f"accuracy {d['accuracy']:.3f}, ROC-AUC {d['roc_auc']:.3f}, ECE {d['ece']:.3f}.", ""]
+           f"accuracy {d['accuracy']:.3f}, ROC-AUC {d['roc_auc']:.3f}, ECE {d['ece']:.3f}."]
+    h = rep.get("detector_held_out_family")
+    if h:
+        out.append(f"- Held-out template family (same personas, phrasings no training row used), {h['n']} rows: "
+                   f"**F1 {h['f1']:.3f}**, precision {h['precision']:.3f}, recall {h['recall']:.3f}, ROC-AUC {h['roc_auc']:.3f}.")
+    out.append("")
     pb = rep["bench"]["per_bucket"]
     seqs = sorted(pb, key=int)
     out += ["| path | parity: max abs Δprob, decisions | " + " | ".join(f"p50 ms @ {s}" for s in seqs) + " | bucketed vs padded |",
@@ -66,6 +74,43 @@ def demo_section(r: dict, link: str) -> list[str]:
         mix = rep["bench"]["length_mix"][name]
         out.append(f"| {name} | {e(v['max_abs_prob_diff'])}, {v['decision_agreement']:.0%} | "
                    + " | ".join(f"{pb[s][name]['p50_ms']:.2f}" for s in seqs) + f" | {mix['speedup']:.2f}× |")
+    return out
+
+
+def demo_init_section(r: dict, link: str) -> list[str]:
+    res = r["results"]
+    out = [f"**Demo detector: which init** ([script]({link}/demo_init.py), [JSON]({link}/results/demo_init.json)). Same seeded "
+           "data; F1 at the threshold each build chose on its own validation split. *test*: personas never seen in "
+           "training; *held-out family*: the same personas written only with templates no training row used; *check*: "
+           f"{r['check_rows']} rows written by hand ([{r['check_set']}]({link}/{r['check_set'].removeprefix('benchmarks/')})), "
+           f"other characters and phrasing, never used for training or thresholds. {machine_line(r)}.", "",
+           "| init | parameters | build s | F1 test | F1 held-out family | F1 check (P / R) | check ROC-AUC | "
+           "check F1 en / ja / ko | [UNK] share ja / ko (check) |", "|---|---|---|---|---|---|---|---|---|"]
+    for init, v in res.items():
+        c = v["check"]
+        langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
+        unk = " / ".join(f"{c[k]['unk_share']:.1%}" for k in ("ja", "ko") if k in c)
+        out.append(f"| {init} | {v['parameters'] / 1e6:.1f}M | {v['build_seconds']:.0f} | {v['test']['all']['f1']:.3f} | "
+                   f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
+                   f"{c['all']['recall']:.2f}) | {c['all']['roc_auc']:.3f} | {langs} | {unk} |")
+    return out
+
+
+def pretrained_section(r: dict, link: str) -> list[str]:
+    res = r["results"]
+    out = [f"**all-MiniLM-L6-v2, real weights, ported with proof** ([script]({link}/pretrained_minilm.py), "
+           f"[JSON]({link}/results/pretrained_minilm.json)): parity vs eager fp32 on real sentences (demo test split + "
+           f"hand-written check set), max abs Δprob and decision agreement, per precision; *random* is the same "
+           f"architecture at random init. {machine_line(r)}.", ""]
+    runtimes = sorted({b for m in res.values() for p, per in m.items() if p in ("fp32", "fp16", "bf16", "int8") for b in per})
+    out += ["| model | precision | " + " | ".join(runtimes) + " |", "|---|---|" + "---|" * len(runtimes)]
+    for name, m in res.items():
+        for prec in ("fp32", "fp16", "bf16", "int8"):
+            if prec not in m:
+                continue
+            cells = [f"{e(m[prec][b]['max_abs_prob_diff'])}, {m[prec][b]['decision_agreement']:.1%}" if b in m[prec] else "—"
+                     for b in runtimes]
+            out.append(f"| {name} | {prec} | " + " | ".join(cells) + " |")
     return out
 
 
@@ -326,7 +371,8 @@ def goals(results: dict) -> list[str]:
 def build() -> tuple[str, str]:
     """(RESULTS.md text, README results block), both computed from benchmarks/results/*.json and NOTES.md."""
     sections = []
-    for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("b1_latency_mmbert_base_512", b1_section),
+    for name, fn in (("port_mmbert_base_512", port_section), ("demo", demo_section), ("demo_init", demo_init_section),
+                     ("pretrained_minilm", pretrained_section), ("b1_latency_mmbert_base_512", b1_section),
                      ("b1_peers", peers_section), ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section),
                      ("serve_load", serve_section), ("lm_control", lm_control_section),
                      ("lm_throughput", lm_throughput_section), ("lm_vkore46m", lm_throughput_section),
@@ -345,7 +391,8 @@ def build() -> tuple[str, str]:
         body += [notes.read_text()]
     block = []
     for name, r, fn in sections:
-        if name in ("port_mmbert_base_512", "demo", "b1_latency_mmbert_base_512", "b1_peers", "b2_buckets", "lm_control",
+        if name in ("port_mmbert_base_512", "demo", "demo_init", "pretrained_minilm", "b1_latency_mmbert_base_512", "b1_peers",
+                    "b2_buckets", "lm_control",
                     "lm_throughput", "lm_vkore46m", "lm_gpu_control", "lm_distributed"):
             block += fn(r, "benchmarks") + [""]
     return "\n".join(body), "\n".join(block)

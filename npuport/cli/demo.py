@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .common import EPILOG, add_runtime_flag, csv_list, positive_int, progress
+from .common import add_init_flag, EPILOG, add_runtime_flag, csv_list, positive_int, progress
 
 
 def register(sub) -> None:
@@ -16,6 +16,7 @@ def register(sub) -> None:
     add_runtime_flag(dm, help="runtimes (default: every available runtime that executes here, eager excepted)")
     dm.add_argument("--buckets", type=csv_list("buckets", int), default=(32, 64, 128), help="sequence buckets (default 32,64,128)")
     dm.add_argument("--runs", type=positive_int, default=30, help="timed runs per path and bucket (default 30)")
+    add_init_flag(dm)
     dm.add_argument("--overwrite", action="store_true", help="replace an earlier demo output directory")
 
     dm.set_defaults(func=run)
@@ -27,7 +28,7 @@ def run(args) -> int:
     prog = progress(args)
     with prog.live():
         r = run_demo(DemoConfig(out=args.out, backends=args.runtime, buckets=args.buckets, runs=args.runs,
-                                overwrite=args.overwrite), prog, show_bar=not args.quiet)
+                                init=args.init, overwrite=args.overwrite), prog, show_bar=not args.quiet)
     _print_demo(r, args.out)
     return 0 if r["pass"] else 1
 
@@ -38,8 +39,12 @@ def _print_demo(r: dict, out: str) -> None:
 
     c = Console()
     d = r["detector"]
-    c.print(f"[bold]detector[/] on unseen personas: F1 {d['f1']:.4f} · accuracy {d['accuracy']:.4f} · "
-            f"ROC-AUC {d['roc_auc']:.4f} · ECE {d['ece']:.4f}")
+    c.print(f"[bold]detector[/] ({r.get('init', 'scratch')} init) on unseen personas: F1 {d['f1']:.4f} · accuracy "
+            f"{d['accuracy']:.4f} · ROC-AUC {d['roc_auc']:.4f} · ECE {d['ece']:.4f}")
+    h = r.get("detector_held_out_family")
+    if h:
+        c.print(f"[bold]detector[/] on a held-out template family: F1 {h['f1']:.4f} · precision {h['precision']:.4f} · "
+                f"recall {h['recall']:.4f} · ROC-AUC {h['roc_auc']:.4f}")
     pb = r["bench"]["per_bucket"]
     seqs = sorted(pb, key=int)
     t = Table(title="port: parity vs eager fp32 and latency (batch 1, p50 ms)")

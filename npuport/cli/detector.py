@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .common import positive_int, progress
+from .common import add_init_flag, positive_int, progress
 
 
 def register(sub) -> None:
@@ -27,6 +27,9 @@ def register(sub) -> None:
     t.add_argument("--batch", type=positive_int, default=32)
     t.add_argument("--max-len", type=positive_int, default=256)
     t.add_argument("--patience", type=positive_int, default=2, help="epochs without val-F1 gain before stopping")
+    t.add_argument("--train-top-layers", type=int, metavar="N",
+                   help="freeze the embeddings and all but the top N encoder layers (for a pretrained --init)")
+    t.add_argument("--head-lr", type=float, help="learning rate of the new head (default: --lr)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
@@ -38,6 +41,8 @@ def register(sub) -> None:
     b = dsub.add_parser("build-demo", help="train the small demo detector on the generated demo data (cached)")
     b.add_argument("-o", "--out", help="directory (default: the npuport cache, reused by `npuport demo`)")
     b.add_argument("--seed", type=int, default=0)
+    add_init_flag(b)
+    b.add_argument("--epochs", type=positive_int, help="training epochs (default: the init's recipe)")
     b.add_argument("--force", action="store_true", help="rebuild even when a finished build exists")
     mk = dsub.add_parser("make-data", help="write the seeded demo data set (train/val/test JSONL + stats.json)")
     mk.add_argument("-o", "--out", required=True)
@@ -54,7 +59,8 @@ def run(args) -> int:
 
         cfg = TrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
                           out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
-                          patience=args.patience, seed=args.seed, resume=args.resume)
+                          patience=args.patience, seed=args.seed, resume=args.resume,
+                          train_top_layers=args.train_top_layers, head_lr=args.head_lr)
         s = train(cfg, prog, show_bar=not args.quiet)
         print(f"best epoch {s['best_epoch']} · val F1 {s['best_val_f1']:.4f} · threshold {s['threshold']:.3f} · "
               f"{s['seconds']} s · model: {os.path.join(args.out, 'model')}")
@@ -73,7 +79,8 @@ def run(args) -> int:
         from ..detector.demo import DemoBuildConfig, build_demo
 
         with prog.live():
-            root = build_demo(DemoBuildConfig(out=args.out, seed=args.seed, force=args.force), prog, show_bar=not args.quiet)
+            root = build_demo(DemoBuildConfig(out=args.out, seed=args.seed, init=args.init, epochs=args.epochs,
+                                              force=args.force), prog, show_bar=not args.quiet)
         b = json.loads((root / "build.json").read_text())
         print(f"demo detector: {root / 'model'} · val F1 {b['train']['best_val_f1']:.4f} · built in {b['seconds']} s")
         return 0
