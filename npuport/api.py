@@ -234,24 +234,26 @@ def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision, device=cfg.device)
         runtime.check(spec)
         specs[name] = spec
-    examples = None
-    if cfg.eval_data:
-        from .detector.data import load_examples
-
-        examples = load_examples(cfg.eval_data)
     progress("loading model")
     model = cfg.source.load()
     _check_lengths(model, cfg.shapes)
     tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
-    eval_rows = None
-    if examples is not None:
-        if tokenizer is None:
-            raise ConfigError("--eval-data needs a tokenizer: the model directory has no tokenizer files")
-        from .detector.data import encode
-
-        eval_rows = encode(tokenizer, examples, cfg.shapes.buckets[-1])
+    eval_rows = _eval_rows(cfg, model, tokenizer) if cfg.eval_data else None
     source = cfg.source.describe(model, state_fingerprint(model))
     return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source)
+
+
+def _eval_rows(cfg: PortConfig, model, tokenizer) -> list[np.ndarray]:
+    """--eval-data as token rows: persona rows for a detector, {text, text_pair?} rows for a stock classifier."""
+    from .detector import data
+
+    detector = Task.from_spec(model.spec.to_json()).is_detector
+    rows = data.load_examples(cfg.eval_data) if detector else data.load_texts(cfg.eval_data)
+    if tokenizer is None:
+        raise ConfigError("--eval-data needs a tokenizer: the model directory has no tokenizer files")
+    if detector:
+        return data.encode(tokenizer, rows, cfg.shapes.buckets[-1])
+    return data.encode_texts(tokenizer, rows, cfg.shapes.buckets[-1])
 
 
 def _capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Progress):
@@ -347,11 +349,6 @@ class VerifyConfig:
 def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     """Re-check every artifact under `path`: file hashes, then parity on its stored probes (and on data)."""
     arts = find_artifacts(cfg.path)
-    examples = None
-    if cfg.eval_data:
-        from .detector.data import load_examples
-
-        examples = load_examples(cfg.eval_data)
     results, reference_cache = {}, {}
     for art in arts:
         progress(f"{art.name}: checking file hashes")
@@ -368,10 +365,10 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         probes, refs = _load_proof_inputs(art / PROOF_FILE)
         task = manifest.task
         figs = {"probes": judge(probe_parity(session, probes, refs, task), name, precision)}
-        if examples is not None:
+        if cfg.eval_data:
             key = manifest.source["sha256"]
             if key not in reference_cache:
-                reference_cache[key] = _data_reference(manifest, art, examples, progress)
+                reference_cache[key] = _data_reference(manifest, art, cfg.eval_data, progress)
             rows, ref = reference_cache[key]
             router = BucketRouter(session.shapes, manifest.pad_token_id)
             figs["data"] = judge(data_parity(session, router, rows, ref, task), name, precision)
@@ -381,10 +378,13 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     return {"artifacts": results, "pass": all(r["pass"] for r in results.values())}
 
 
-def _data_reference(manifest: Manifest, art: Path, examples, progress: Progress):
+def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Progress):
+    """Token rows of --eval-data (persona rows for a detector, text rows for a classifier) and eager logits."""
     from .artifact import check_source
-    from .detector.data import encode
+    from .detector import data
 
+    detector = manifest.task.is_detector
+    examples = data.load_examples(eval_data) if detector else data.load_texts(eval_data)
     tok_dir = art / "tokenizer"
     tokenizer = load_tokenizer(tok_dir) if tok_dir.is_dir() else None
     if tokenizer is None:
@@ -393,7 +393,8 @@ def _data_reference(manifest: Manifest, art: Path, examples, progress: Progress)
     source = ModelSource.from_manifest(manifest.source)
     model = source.load()
     check_source(manifest, state_fingerprint(model))
-    rows = encode(tokenizer, examples, manifest.shape_spec.buckets[-1])
+    limit = manifest.shape_spec.buckets[-1]
+    rows = data.encode(tokenizer, examples, limit) if detector else data.encode_texts(tokenizer, examples, limit)
     return rows, eager_logits(model, rows)
 
 

@@ -183,3 +183,22 @@ def test_headless_checkpoint_is_refused_and_new_head_is_explicit(tmp_path, capsy
                  "--bench-runs", "1"]) == 0
     manifest = json.loads(next(out.glob("*/manifest.json")).read_text())
     assert manifest["source"]["new_head"] is True and manifest["detector"]["head"] == "npuport:mean-linear"
+
+
+def test_eval_data_of_text_rows_for_a_classifier(tmp_path, capsys):
+    """--eval-data for a stock classifier is {text, text_pair?} rows, tokenized as its tokenizer does; persona rows
+    are refused with the expected shape named."""
+    d = fine_tuned(tmp_path, "tiny-distilbert")
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"text": a, **({"text_pair": b} if b else {}), "label": i % 3}, ensure_ascii=False)
+                             + "\n" for i, (a, b) in enumerate(PAIRS)))
+    out = tmp_path / "out"
+    assert main(["-q", "port", str(d), "-o", str(out), "--seq-len", "32", "--backend", "onnxruntime", "--eval-data",
+                 str(texts), "--bench-runs", "1"]) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["backends"]["onnxruntime"]["fp32"]["parity"]["data"]["n"] == len(PAIRS)
+    assert main(["-q", "verify", str(out), "--eval-data", str(texts)]) == 0
+    persona = tmp_path / "persona.jsonl"
+    persona.write_text(json.dumps({"persona": "x", "reply": "y", "label": 0}) + "\n")
+    assert main(["-q", "verify", str(out), "--eval-data", str(persona)]) == 2
+    assert "field 'text' must be a non-empty string" in capsys.readouterr().err

@@ -72,8 +72,8 @@ def _read_text(path: Path) -> str:
         raise DataError(f"{path}:{line}: invalid UTF-8 (byte {e.start}); re-save the file as UTF-8") from None
 
 
-def load_examples(path: str | Path, *, require_label: bool = False) -> list[Example]:
-    p = Path(path)
+def _read_rows(p: Path) -> tuple[list[tuple[int, object]], list[str]]:
+    """(line number, parsed row) for every row of a JSONL or CSV file, and the lines that did not parse."""
     if not p.is_file():
         raise DataError(f"data file {str(p)!r} does not exist")
     if p.suffix.lower() not in (".jsonl", ".json", ".csv"):
@@ -99,9 +99,14 @@ def load_examples(path: str | Path, *, require_label: bool = False) -> list[Exam
                 errors.append(f"{p}:{n}: invalid JSON ({e.msg})")
             except RecursionError:
                 errors.append(f"{p}:{n}: JSON nested too deeply (a row is one flat object)")
+    return rows, errors
+
+
+def _validated(p: Path, validate) -> list:
+    rows, errors = _read_rows(p)
     out = []
     for n, row in rows:
-        ex, err = validate_row(row, require_label=require_label)
+        ex, err = validate(row)
         if err:
             errors.append(f"{p}:{n}: {err}")
         else:
@@ -113,6 +118,32 @@ def load_examples(path: str | Path, *, require_label: bool = False) -> list[Exam
     if not out:
         raise DataError(f"{p} has no rows")
     return out
+
+
+def load_examples(path: str | Path, *, require_label: bool = False) -> list[Example]:
+    """Persona rows {persona, user?, reply, label?} for the detector."""
+    return _validated(Path(path), lambda row: validate_row(row, require_label=require_label))
+
+
+def _text_row(row: object) -> tuple[tuple[str, str | None] | None, str | None]:
+    if not isinstance(row, dict):
+        return None, f"expected a JSON object, got {type(row).__name__}"
+    text, pair = row.get("text"), row.get("text_pair")
+    if not isinstance(text, str) or not text.strip():
+        return None, "field 'text' must be a non-empty string (rows for a stock classifier: {text, text_pair?, label?})"
+    if pair is not None and not isinstance(pair, str):
+        return None, f"field 'text_pair' must be a string, got {type(pair).__name__}"
+    return (text, pair or None), None
+
+
+def load_texts(path: str | Path) -> list[tuple[str, str | None]]:
+    """Text rows {text, text_pair?} for a stock classifier (labels, if present, are not needed for parity)."""
+    return _validated(Path(path), _text_row)
+
+
+def encode_texts(tokenizer, texts: list[tuple[str, str | None]], max_length: int) -> list[np.ndarray]:
+    """As the classifier's own tokenizer encodes them, cut to max_length."""
+    return [np.asarray(tokenizer(t, p, truncation=True, max_length=max_length)["input_ids"], dtype=np.int64) for t, p in texts]
 
 
 def context_text(ex: Example) -> str:
