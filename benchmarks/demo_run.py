@@ -8,6 +8,7 @@ then the demo; `seconds` is that whole first run. The report's wall time is a ru
 """
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
@@ -35,13 +36,11 @@ def main():
         first_s = time.perf_counter() - t0
         build_root = build_demo(DemoBuildConfig(), Progress(), show_bar=False)  # cached now: returns its directory
         report = run_demo(DemoConfig(out=out + "/demo", runs=args.runs), Progress(), show_bar=False)
+        build = json.loads((build_root / "build.json").read_text())  # before the cache goes
     finally:
         shutil.rmtree(out, ignore_errors=True)
         if cache:
             shutil.rmtree(cache, ignore_errors=True)
-    import json
-
-    build = json.loads((build_root / "build.json").read_text())
     report.pop("plots", None)
     write_result("demo", {**meta("demo_run.py"), "empty_cache": bool(cache), "first_run_seconds": round(first_s, 1),
                            "cached_run_seconds": report["wall_seconds"], "first_run_pass": first["pass"], "build": build,

@@ -108,8 +108,8 @@ class PortConfig:
     out: str
     backends: tuple[str, ...] = DEFAULT_PORT_RUNTIMES
     shapes: ShapeSpec = field(default_factory=ShapeSpec)
-    precision: str = "fp32"
-    device: str = "cpu"
+    precision: str | None = None  # None: each runtime's default (fp32 where it has it; qnn: fp16)
+    device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
     eval_data: str | None = None
     capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
     bench_runs: int = 5
@@ -204,17 +204,19 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
         captured, proof = _capture_and_prove(inputs, cfg, stage / ".capture", progress)
         ref = _reference(inputs, cfg)
         report = {"npuport_version": __version__, "source": inputs.source, "adapter": captured.adapter.__dict__,
-                  "shapes": cfg.shapes.to_json(), "precision": cfg.precision, "capture": proof, "backends": {},
+                  "head": inputs.model.spec.to_json(), "shapes": cfg.shapes.to_json(),
+                  "precision": cfg.precision or "each runtime's default", "capture": proof, "backends": {},
                   "machine": machine()}
         for name in cfg.backends:
-            art = stage / f"{name}-{cfg.precision}"
+            prec = inputs.specs[name].precision
+            art = stage / f"{name}-{prec}"
             manifest, compile_s = _compile_one(name, captured, inputs, proof, ref, art, progress)
             figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
             manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
             manifest.runtime.execution_precision = exec_prec
             write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
             summary = _parity_summary(figs)
-            report["backends"][name] = {cfg.precision: {
+            report["backends"][name] = {prec: {
                 **summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
                 "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
                 **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs}}
@@ -231,7 +233,8 @@ def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     for name in cfg.backends:  # fail before any heavy work: SDKs, devices, precisions
         runtime = get_runtime(name)
         runtime.require()
-        spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision, device=cfg.device)
+        device = cfg.device or runtime.default_device()
+        spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision or runtime.default_precision(device), device=device)
         runtime.check(spec)
         specs[name] = spec
     progress("loading model")
@@ -297,11 +300,12 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     """Stage 5, check one runtime: open what was just compiled, parity on probes (and data), latency."""
     progress(f"{name}: loading and checking parity")
     session = get_runtime(name).open(art, manifest)
+    prec = manifest.precision
     try:
-        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, cfg.precision)}
+        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec)}
         if eval_rows is not None:
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, cfg.precision)
+            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec)
         progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
         lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
         return figs, lat, session.execution_precision
@@ -318,7 +322,7 @@ def _write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start
     report["wall_seconds"] = round(time.perf_counter() - t_start, 1)
     report["peak_rss_mb"] = peak_rss_mb()
     report["disk_mb"] = round(_dir_size(out) / 2**20, 1)
-    report["pass"] = all(v[cfg.precision]["pass"] for v in report["backends"].values()) and all(
+    report["pass"] = all(r["pass"] for v in report["backends"].values() for r in v.values()) and all(
         p.get("exact") or (p.get("max_abs_diff") is not None and p["max_abs_diff"] <= 1e-4) for p in proof.values()
     )
     write_json_atomic(out / "report.json", report)

@@ -11,6 +11,14 @@ def _f(x, fmt="{:.2e}") -> str:
     return fmt.format(x)
 
 
+def _head_line(h: dict | None, src: dict) -> list[str]:
+    if not h:
+        return []
+    new = " (new and random: --new-head)" if src.get("new_head") else ""
+    return [f"- head: `{h.get('head', 'npuport:mean-linear')}`{new}, {h.get('problem_type', 'single_label_classification')}, "
+            f"labels {', '.join(h.get('labels', []))}"]
+
+
 def port_markdown(r: dict) -> str:
     src = r["source"]
     name = src.get("preset") or src.get("path")
@@ -20,6 +28,7 @@ def port_markdown(r: dict) -> str:
         f"- model: `{src['model_type']}`, {src['parameters'] / 1e6:.1f}M parameters"
         + (f", random init (seed {src['seed']})" if src.get("random_init") else ""),
         f"- source sha256: `{src['sha256']}`",
+        *_head_line(r.get("head"), src),
         f"- shapes (batch × seq): {r['shapes']['batch_sizes']} × {r['shapes']['buckets']}; precision {r['precision']}",
         f"- wall time {r['wall_seconds']} s, peak RSS {r['peak_rss_mb']:.0f} MB, disk {r['disk_mb']:.0f} MB",
         f"- machine: {r['machine']['processor']}, {r['machine']['cpu_count']} CPUs; npuport {r['npuport_version']}",

@@ -16,19 +16,21 @@ from npuport.verify import eager_logits
 # Every registered runtime that builds artifacts must appear in one of these two; test_every_backend_has_a_parity_test
 # enforces it. A runtime that cannot be installed here is listed with the reason, never counted as covered.
 PARITY_TESTED = ["eager", "onnxruntime", "openvino", "inductor", "iree"]
+# fp32 is what the fixture below ports; these runtimes have no fp32 and are tested at their own precisions.
+TESTED_ELSEWHERE = {"qnn": "tests/test_qnn.py: fp16 on the HTP simulator"}
 OUT_OF_REACH = {"rbln": "Rebellions SDK: private package index and an ATOM board; run tests/ where it is installed"}
 SHAPES = ShapeSpec(batch_sizes=(1, 3), buckets=(16, 40))
 
 
 def test_every_backend_has_a_parity_test():
-    missing = set(backend_names(ports=True)) - set(PARITY_TESTED) - set(OUT_OF_REACH)
+    missing = set(backend_names(ports=True)) - set(PARITY_TESTED) - set(TESTED_ELSEWHERE) - set(OUT_OF_REACH)
     assert not missing, f"registered runtimes without a parity test: {missing}"
 
 
 @pytest.mark.skipif(not __import__("os").environ.get("CI"), reason="CI installs every runtime; a developer may not")
 def test_ci_has_every_tested_runtime():
     """In CI a missing runtime would turn its parity tests into skips: refuse that instead."""
-    absent = {n: get_backend(n).available()[1] for n in PARITY_TESTED if not get_backend(n).available()[0]}
+    absent = {n: get_backend(n).available()[1] for n in [*PARITY_TESTED, *TESTED_ELSEWHERE] if not get_backend(n).available()[0]}
     assert not absent, f"CI must install every runtime it tests: {absent}"
 
 

@@ -23,8 +23,10 @@ def register(sub) -> None:
     add_runtime_flag(p, default=DEFAULT_PORT_RUNTIMES,
                      help=f"comma-separated, from: {', '.join(runtime_names(ports=True))} (default {default})")
     _add_shapes(p)
-    p.add_argument("--precision", choices=PRECISIONS, default="fp32")
-    p.add_argument("--device", default="cpu", help="target device of the runtime (cpu, cuda, gpu, npu; see doctor)")
+    p.add_argument("--precision", choices=PRECISIONS,
+                   help="default: fp32, or a runtime's own where it has no fp32 (qnn: fp16); see doctor")
+    p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
+                   "where it has no CPU; see doctor)")
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")

@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from ..manifest import Manifest
     from ..static.capture import Captured
 
-# What running an artifact means here: real execution (a device or a simulator), a reference model that runs the
-# exact compiled graph, or nothing (compile only: the artifact is for another machine).
-EXECUTES = ("executes", "reference", "compile-only")
+# What running an artifact means here: real execution (a device), the vendor's simulator of the device, a reference
+# model that runs the exact compiled graph, or nothing (compile only: the artifact is for another machine).
+EXECUTES = ("executes", "simulator", "reference", "compile-only")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -129,6 +129,16 @@ class Runtime:
 
     def precisions(self, device: str) -> tuple[str, ...]:
         return ("fp32",)
+
+    def default_device(self) -> str:
+        """What `port` targets without --device: the CPU where the runtime has one, else its first device."""
+        devices = self.list_devices() or list(self.devices)
+        return "cpu" if "cpu" in devices else devices[0]
+
+    def default_precision(self, device: str) -> str:
+        """What `port` compiles without --precision: fp32 where the device offers it, else its first precision."""
+        precisions = self.precisions(device)
+        return "fp32" if "fp32" in precisions else precisions[0]
 
     def capabilities(self) -> dict:
         return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,

@@ -1,0 +1,124 @@
+"""qnn: Qualcomm Hexagon NPU (HTP) through ONNX Runtime's QNN execution provider (`pip install "npuport[qnn]"`,
+the onnxruntime-qnn plugin wheel, which carries the QNN SDK libraries).
+
+Compile = the captured ONNX graph, its dims pinned per shape, handed to the QNN EP, which partitions it, compiles the
+NPU part for the HTP and writes an offline *context binary* (`qnn_BxT.onnx` holding `EPContext` nodes +
+`qnn_BxT_qnn.bin`). Loading a context binary skips compilation. What executes: on an x86 host the libQnnHtp backend
+is Qualcomm's HTP *simulator* (bit-accurate, slow: a functional check, not a speed figure); on a Snapdragon device
+the same artifact runs on the chip. The manifest records which ops the EP kept on the host (CPU fallback).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import numpy as np
+
+from .base import Runtime, Session
+from .registry import register_runtime
+
+EP = "QNNExecutionProvider"
+# Device options of the HTP backend. soc_model / htp_arch name the target chip (57 / v75: Snapdragon 8 Gen 3); fp16
+# on the HTP needs them. On a device, set them to its SoC (Qualcomm's QNN SDK docs list the ids).
+HTP_OPTIONS = {"soc_model": "57", "htp_arch": "75"}
+_registered = False
+
+
+def _devices():
+    """Register the plugin EP once per process and return its devices."""
+    global _registered
+    import onnxruntime as ort
+    import onnxruntime_qnn
+
+    if not _registered:
+        try:
+            ort.register_execution_provider_library(EP, onnxruntime_qnn.get_library_path())
+        except Exception as e:  # noqa: BLE001 - already registered by another user of this process
+            if "already" not in str(e).lower():
+                raise
+        _registered = True
+    return [d for d in ort.get_ep_devices() if d.ep_name == EP]
+
+
+def _options(precision: str, dims: dict | None = None, context: Path | None = None):
+    import onnxruntime as ort
+    import onnxruntime_qnn
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    for name, value in (dims or {}).items():
+        so.add_free_dimension_override_by_name(name, int(value))
+    if context is not None:
+        so.add_session_config_entry("ep.context_enable", "1")
+        so.add_session_config_entry("ep.context_file_path", str(context))
+    opts = {"backend_path": onnxruntime_qnn.get_qnn_htp_path(), **HTP_OPTIONS}
+    if precision == "fp16":
+        opts["enable_htp_fp16_precision"] = "1"
+    so.add_provider_for_devices(_devices(), opts)
+    return so
+
+
+def host_ops(context_onnx: Path) -> list[str]:
+    """Op types the QNN EP left to the host CPU (everything but EPContext nodes)."""
+    import onnx
+
+    model = onnx.load(str(context_onnx), load_external_data=False)
+    return sorted({n.op_type for n in model.graph.node if n.op_type != "EPContext"})
+
+
+def on_simulator() -> bool:
+    return platform.machine().lower() in ("x86_64", "amd64")
+
+
+class QnnSession(Session):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
+        import onnxruntime as ort
+
+        self.shapes = manifest.shapes
+        self.sessions = {(b, t): ort.InferenceSession(str(directory / f"qnn_{b}x{t}.onnx"), _options(manifest.precision))
+                         for b, t in self.shapes}
+
+    def run(self, feeds):
+        shape = self.check_shape(feeds)
+        return np.asarray(self.sessions[shape].run(None, feeds)[0], dtype=np.float32)
+
+
+@register_runtime
+class QnnRuntime(Runtime):
+    name = "qnn"
+    sdk = "onnxruntime_qnn"
+    install_hint = 'pip install "npuport[qnn]"  (onnxruntime-qnn: QNN EP + HTP libraries, x86 simulator included)'
+    description = "Qualcomm Hexagon NPU (HTP) via onnxruntime-qnn; x86 hosts run Qualcomm's HTP simulator"
+    compiles_from = ("onnx",)
+    devices = ("htp",)
+    runs_graphs = False
+    trains = False
+    session_class = QnnSession
+
+    @property
+    def executes(self) -> str:  # type: ignore[override]
+        return "simulator" if on_simulator() else "executes"
+
+    def versions(self):
+        import onnxruntime as ort
+        from importlib.metadata import version
+
+        return {"onnxruntime": ort.__version__, "onnxruntime-qnn": version("onnxruntime-qnn")}
+
+    def precisions(self, device):
+        return ("fp16",)  # the HTP's float path; int8/int16 QDQ needs calibration data (not wired yet)
+
+    def compile(self, captured, spec, out: Path):
+        import onnxruntime as ort
+
+        src = captured.onnx()
+        out.mkdir(parents=True, exist_ok=True)
+        fallback = {}
+        for b, t in spec.shapes.shapes():
+            ctx = out / f"qnn_{b}x{t}.onnx"
+            ort.InferenceSession(str(src), _options(spec.precision, {"batch": b, "seq": t}, context=ctx))  # writes ctx
+            fallback[f"{b}x{t}"] = host_ops(ctx)
+        return {"format": "qnn-context-binary", "backend": "HTP", "options": HTP_OPTIONS,
+                "executes_on": "HTP simulator (x86)" if on_simulator() else "HTP",
+                "host_ops": fallback, "whole_graph_on_npu": not any(fallback.values())}
