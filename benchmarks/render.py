@@ -101,15 +101,16 @@ def pretrained_section(r: dict, link: str) -> list[str]:
     out = [f"**all-MiniLM-L6-v2, real weights, ported with proof** ([script]({link}/pretrained_minilm.py), "
            f"[JSON]({link}/results/pretrained_minilm.json)): parity vs eager fp32 on real sentences (demo test split + "
            f"hand-written check set), max abs Δprob and decision agreement, per precision; *random* is the same "
-           f"architecture at random init. {machine_line(r)}.", ""]
+           f"architecture at random init; **FAIL** marks a port outside its precision's tolerance (verify.py). "
+           f"{machine_line(r)}.", ""]
     runtimes = sorted({b for m in res.values() for p, per in m.items() if p in ("fp32", "fp16", "bf16", "int8") for b in per})
     out += ["| model | precision | " + " | ".join(runtimes) + " |", "|---|---|" + "---|" * len(runtimes)]
     for name, m in res.items():
         for prec in ("fp32", "fp16", "bf16", "int8"):
             if prec not in m:
                 continue
-            cells = [f"{e(m[prec][b]['max_abs_prob_diff'])}, {m[prec][b]['decision_agreement']:.1%}" if b in m[prec] else "—"
-                     for b in runtimes]
+            cells = [f"{e(m[prec][b]['max_abs_prob_diff'])}, {m[prec][b]['decision_agreement']:.1%}"
+                     + ("" if m[prec][b]["pass"] else " **FAIL**") if b in m[prec] else "—" for b in runtimes]
             out.append(f"| {name} | {prec} | " + " | ".join(cells) + " |")
     return out
 

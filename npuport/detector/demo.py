@@ -59,6 +59,13 @@ def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_b
     if (final / "build.json").is_file() and not cfg.force:
         progress(f"reusing the demo detector in {final}")
         return final
+    if cfg.init == "minilm":  # before any work: the weights come from an optional package
+        from ..errors import ConfigError
+        from ..models.pretrained import available
+
+        ok, why = available("minilm")
+        if not ok:
+            raise ConfigError(f"--init minilm (the default): {why}; or train the small model from scratch: --init scratch")
     # built in a staging sibling, swapped in whole; --force replaces only an earlier npuport build
     with staged_output(final, overwrite=cfg.force, what="demo-build", flag="--force") as root:
         _build_into(root, cfg, progress, show_bar)
@@ -72,9 +79,9 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
     from .tokenizer import train_tokenizer
 
     if cfg.init == "minilm":
-        from ..models.pretrained import pretrained_dir
-
         import torch
+
+        from ..models.pretrained import pretrained_dir
 
         d = pretrained_dir("minilm")
         torch.manual_seed(cfg.seed)  # the new head's init

@@ -2,7 +2,14 @@
 the SDK is installed; elsewhere every use raises BackendUnavailable with the install hint.
 
 The NPU compiler takes one static shape per compiled graph, so each (batch, bucket) becomes its own `.rbln`
-file compiled from the adapted module (the same static module every other backend is proven on)."""
+file compiled from the adapted module (the same static module every other backend is proven on).
+
+Not tested here (no SDK, no board): tests/test_backends.py lists it as out of reach, never as covered. The SDK calls
+it makes, as the public examples and optimum-rbln use them:
+    rebel.compile_from_torch(module, [(name, shape, dtype), ...]) -> compiled;  compiled.save(path)
+    rebel.Runtime(path) -> runtime;  runtime.run(input_ids, attention_mask) -> logits
+With the SDK installed, `python -m pytest tests/test_backends.py` after adding "rbln" to PARITY_TESTED (at fp16,
+the only precision the ATOM compiler takes) runs the same parity checks against it."""
 
 from __future__ import annotations
 
