@@ -264,6 +264,52 @@ def _identity(cfg: TrainConfig) -> dict:
             "data_sha256": _file_sha256(cfg.data), "val_sha256": _file_sha256(cfg.val)}
 
 
+def _check_resume(cfg: TrainConfig, out: Path, identity: dict, store):
+    """The run to continue: same config and data (by content), and a loadable checkpoint."""
+    if not (out / "train_config.json").is_file():
+        raise ConfigError(f"--resume: {out} holds no detector run (no train_config.json); start one without --resume")
+    saved = json.loads((out / "train_config.json").read_text())
+    diff = {k: (saved.get(k), v) for k, v in identity.items() if saved.get(k) != v}
+    if diff:
+        raise ConfigError(f"--resume with a different config or data: {diff}; use the original flags and files, "
+                          "or a new -o")
+    resumed = store.load_latest(_read_checkpoint)
+    if resumed is None:
+        raise ConfigError(f"--resume: no loadable checkpoint in {out / CKPT_DIR}; start a new run with another -o")
+    return resumed
+
+
+def _initial_model(cfg: TrainConfig, tokenizer):
+    """(model, tokenizer) a new run starts from: --init DIR, or --preset at random with a given tokenizer."""
+    if cfg.init:  # a detector to fine-tune further, or a backbone (or classifier) whose encoder we reuse
+        return load_detector(cfg.init, new_head=True), load_tokenizer(cfg.init)
+    tokenizer = tokenizer or (load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else None)
+    if tokenizer is None:
+        raise ConfigError("--preset needs a tokenizer (--tokenizer DIR), or use --init MODEL_DIR")
+    return build_preset(cfg.preset, seed=cfg.seed, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
+
+
+def _optimizer(model: Detector, cfg: TrainConfig) -> torch.optim.AdamW:
+    """AdamW over the trainable parameters: no decay on biases and norms; the head at --head-lr."""
+    groups: dict[tuple[bool, bool], list] = {}
+    for n, p in model.named_parameters():
+        if p.requires_grad:
+            groups.setdefault((n.startswith("head."), p.ndim < 2 or "norm" in n.lower()), []).append(p)
+    return torch.optim.AdamW([{"params": ps, "weight_decay": 0.0 if no_decay else cfg.weight_decay,
+                               "lr": (cfg.head_lr or cfg.lr) if head else cfg.lr}
+                              for (head, no_decay), ps in sorted(groups.items())], lr=cfg.lr)
+
+
+def _frozen_prefix(model, tokenizer, rows, cfg: TrainConfig, say) -> FrozenPrefix | None:
+    if not FrozenPrefix.applies(model, cfg.train_top_layers):
+        return None
+    say("running the frozen layers once over the training rows (cached for every epoch)")
+    prefix = FrozenPrefix(model, cfg.train_top_layers)
+    noisy = _noise(rows, tokenizer.sep_token_id, len(tokenizer), cfg.context_noise, np.random.default_rng(cfg.seed))
+    prefix.build(noisy, tokenizer.pad_token_id)
+    return prefix
+
+
 def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, model: Detector | None = None,
           tokenizer=None, show_bar: bool = True) -> dict:
     """Train and write OUT/model (the best epoch by validation F1), OUT/metrics.jsonl, OUT/train_summary.json.
@@ -273,31 +319,14 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     say = progress or (lambda m: None)
     identity = _identity(cfg)
     store = _store(out)
-    resumed = None
-    if cfg.resume:
-        if not (out / "train_config.json").is_file():
-            raise ConfigError(f"--resume: {out} holds no detector run (no train_config.json); start one without --resume")
-        saved = json.loads((out / "train_config.json").read_text())
-        diff = {k: (saved.get(k), v) for k, v in identity.items() if saved.get(k) != v}
-        if diff:
-            raise ConfigError(f"--resume with a different config or data: {diff}; use the original flags and files, "
-                              "or a new -o")
-        resumed = store.load_latest(_read_checkpoint)
-        if resumed is None:
-            raise ConfigError(f"--resume: no loadable checkpoint in {out / CKPT_DIR}; start a new run with another -o")
+    resumed = _check_resume(cfg, out, identity, store) if cfg.resume else None
+    if resumed is not None:
         model, tokenizer = resumed[1][0], resumed[1][1]
     else:
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
         if model is None:
-            if cfg.init:  # a detector to fine-tune further, or a backbone (or classifier) whose encoder we reuse
-                model = load_detector(cfg.init, new_head=True)
-                tokenizer = load_tokenizer(cfg.init)
-            else:
-                tokenizer = tokenizer or (load_tokenizer(cfg.tokenizer_dir) if cfg.tokenizer_dir else None)
-                if tokenizer is None:
-                    raise ConfigError("--preset needs a tokenizer (--tokenizer DIR), or use --init MODEL_DIR")
-                model = build_preset(cfg.preset, seed=cfg.seed, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id)
+            model, tokenizer = _initial_model(cfg, tokenizer)
     if tokenizer is None:
         raise ConfigError("the model directory has no tokenizer files; training needs one")
     pad_id = tokenizer.pad_token_id
@@ -315,13 +344,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     if cfg.train_top_layers is not None:
         n = freeze_below(model, cfg.train_top_layers)
         say(f"training the top {cfg.train_top_layers} layers and the head ({n / 1e6:.1f}M parameters), the rest frozen")
-    groups: dict[tuple[bool, bool], list] = {}
-    for n, p in model.named_parameters():
-        if p.requires_grad:
-            groups.setdefault((n.startswith("head."), p.ndim < 2 or "norm" in n.lower()), []).append(p)
-    opt = torch.optim.AdamW([{"params": ps, "weight_decay": 0.0 if no_decay else cfg.weight_decay,
-                              "lr": (cfg.head_lr or cfg.lr) if head else cfg.lr}
-                             for (head, no_decay), ps in sorted(groups.items())], lr=cfg.lr)
+    opt = _optimizer(model, cfg)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total, int(cfg.warmup * total)))
     state = {"epoch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "threshold": 0.5}
     metrics = MetricsLog(out / "metrics.jsonl", key="epoch")
@@ -333,12 +356,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     else:
         metrics.reset()
     t0 = time.perf_counter()
-    prefix = None
-    if FrozenPrefix.applies(model, cfg.train_top_layers) and state["epoch"] < cfg.epochs:
-        say("running the frozen layers once over the training rows (cached for every epoch)")
-        prefix = FrozenPrefix(model, cfg.train_top_layers)
-        prefix.build(_noise(rows, tokenizer.sep_token_id, len(tokenizer), cfg.context_noise, np.random.default_rng(cfg.seed)),
-                     pad_id)
+    prefix = _frozen_prefix(model, tokenizer, rows, cfg, say) if state["epoch"] < cfg.epochs else None
     bar = StepBar("training", total, state["step"], enabled=show_bar)
     losses: list[float] = []
 
