@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import shutil
@@ -111,6 +112,7 @@ class PortConfig:
     precision: str | None = None  # None: each runtime's default (fp32 where it has it; qnn: fp16)
     device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
     eval_data: str | None = None
+    calibration_data: str | None = None  # rows that calibrate static int8 / int16 (default: the eval data)
     capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
     bench_runs: int = 5
     overwrite: bool = False
@@ -219,7 +221,8 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
             report["backends"][name] = {prec: {
                 **summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
                 "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
-                **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs}}
+                **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
+                **_npu_facts(manifest.runtime.meta)}}
             progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
                      f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
         captured.release()
@@ -227,33 +230,48 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
         return _write_report(report, stage, proof, cfg, t_start)
 
 
-def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
-    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
-    specs = {}
-    for name in cfg.backends:  # fail before any heavy work: SDKs, devices, precisions
+def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str | None) -> dict[str, CompileSpec]:
+    """One CompileSpec per runtime, each runtime's own device and precision where none is given; fails before any
+    heavy work on a missing SDK, an unknown device or a precision the runtime lacks."""
+    specs: dict[str, CompileSpec] = {}
+    for name in names:
         runtime = get_runtime(name)
         runtime.require()
-        device = cfg.device or runtime.default_device()
-        spec = CompileSpec(shapes=cfg.shapes, precision=cfg.precision or runtime.default_precision(device), device=device)
+        dev = device or runtime.default_device()
+        spec = CompileSpec(shapes=shapes, precision=precision or runtime.default_precision(dev), device=dev)
         runtime.check(spec)
         specs[name] = spec
+    return specs
+
+
+def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
+    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
+    specs = compile_specs(cfg.backends, cfg.shapes, cfg.precision, cfg.device)
     progress("loading model")
     model = cfg.source.load()
     _check_lengths(model, cfg.shapes)
     tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
-    eval_rows = _eval_rows(cfg, model, tokenizer) if cfg.eval_data else None
+    eval_rows = _eval_rows(cfg, model, tokenizer, cfg.eval_data) if cfg.eval_data else None
+    calib_file = cfg.calibration_data or cfg.eval_data
+    if calib_file:  # static quantisation calibrates on these rows (validated here, before anything is written)
+        rows = eval_rows if calib_file == cfg.eval_data else _eval_rows(cfg, model, tokenizer, calib_file)
+        what = "--calibration-data" if cfg.calibration_data else "--eval-data"
+        specs = {n: dataclasses.replace(s, calibration=tuple(rows), calibration_source=f"{what} {Path(calib_file).name}"
+                                        f" ({len(rows)} rows)") for n, s in specs.items()}
     source = cfg.source.describe(model, state_fingerprint(model))
     return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source)
 
 
-def _eval_rows(cfg: PortConfig, model, tokenizer) -> list[np.ndarray]:
-    """--eval-data as token rows: persona rows for a detector, {text, text_pair?} rows for a stock classifier."""
+def _eval_rows(cfg: PortConfig, model, tokenizer, path: str) -> list[np.ndarray]:
+    """--eval-data / --calibration-data as token rows: persona rows for a detector, {text, text_pair?} rows for a
+    stock classifier."""
     from .detector import data
 
     detector = Task.from_spec(model.spec.to_json()).is_detector
-    rows = data.load_examples(cfg.eval_data) if detector else data.load_texts(cfg.eval_data)
+    rows = data.load_examples(path) if detector else data.load_texts(path)
     if tokenizer is None:
-        raise ConfigError("--eval-data needs a tokenizer: the model directory has no tokenizer files")
+        flag = "--eval-data" if path == cfg.eval_data else "--calibration-data"
+        raise ConfigError(f"{flag} needs a tokenizer: the model directory has no tokenizer files")
     if detector:
         return data.encode(tokenizer, rows, cfg.shapes.buckets[-1])
     return data.encode_texts(tokenizer, rows, cfg.shapes.buckets[-1])
@@ -302,7 +320,8 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     session = get_runtime(name).open(art, manifest)
     prec = manifest.precision
     try:
-        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec)}
+        on_data = eval_rows is not None and prec != "fp32"
+        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec, not on_data)}
         if eval_rows is not None:
             router = BucketRouter(session.shapes, manifest.pad_token_id)
             figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec)
@@ -330,12 +349,24 @@ def _write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start
     return report
 
 
+def _npu_facts(meta: dict) -> dict:
+    """What an NPU runtime's manifest says about placement (and, for Ethos-U, Vela's estimates), for report.md."""
+    keys = ("whole_graph_on_npu", "host_ops", "executes_on", "calibration", "quantization", "target")
+    facts = {k: meta[k] for k in keys if k in meta}
+    if "shapes" in meta:
+        facts["per_shape"] = {s: {k: v[k] for k in ("partitions", "cycles", "estimated_ms", "host_ops", "proof", "vela")}
+                              for s, v in meta["shapes"].items()}
+    return {"npu": facts} if facts else {}
+
+
 def _parity_summary(figs: dict) -> dict:
     parts = list(figs.values())
+    # probabilities and decisions from the parts that were judged on them (see verify.judge); all, when none was
+    judged = [p for p in parts if "scores_judged_on" not in p] or parts
     return {
         "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
-        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in parts),
-        "decision_agreement": min(p["decision_agreement"] for p in parts),
+        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in judged),
+        "decision_agreement": min(p["decision_agreement"] for p in judged),
         "pass": all(p["pass"] for p in parts),
     }
 
@@ -368,7 +399,9 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         session = runtime.open(art, manifest)
         probes, refs = _load_proof_inputs(art / PROOF_FILE)
         task = manifest.task
-        figs = {"probes": judge(probe_parity(session, probes, refs, task), name, precision)}
+        # as at port: a lossy artifact whose scores were judged on data keeps its probes to the logit tolerance
+        on_data = precision != "fp32" and (bool(cfg.eval_data) or "data" in (manifest.parity or {}))
+        figs = {"probes": judge(probe_parity(session, probes, refs, task), name, precision, not on_data)}
         if cfg.eval_data:
             key = manifest.source["sha256"]
             if key not in reference_cache:

@@ -64,8 +64,42 @@ def port_markdown(r: dict) -> str:
                 f"{v['p50_ms']:.1f} | {v['p99_ms']:.1f} | {v['compile_seconds']} | {v['disk_mb']} | "
                 f"{'PASS' if v['pass'] else 'FAIL'} |"
             )
+    lines += _npu_lines(r)
     lines.append("")
     return "\n".join(lines)
+
+
+def _npu_lines(r: dict) -> list[str]:
+    """Placement per NPU backend; for Ethos-U, Vela's estimates per shape and its costliest ops."""
+    out = []
+    for b, per in r["backends"].items():
+        for prec, v in per.items():
+            npu = v.get("npu")
+            if not npu:
+                continue
+            out += ["", f"## {b} ({prec}): on the NPU, on the host", "",
+                    f"- executes here: {v['executes']} ({npu.get('executes_on', '—')}); whole graph on the NPU: "
+                    f"{'yes' if npu.get('whole_graph_on_npu') else 'no'}"]
+            if npu.get("calibration"):
+                out.append(f"- quantisation: {npu.get('quantization', '—')}; calibration: {npu['calibration']}")
+            if "per_shape" not in npu:
+                out += [f"- host ops at {s}: {', '.join(h) or 'none'}" for s, h in npu.get("host_ops", {}).items()]
+                continue
+            out += ["", "| shape | partitions | Vela cycles | estimated ms | clock MHz | SRAM KiB | flash KiB | "
+                    "fake-quant vs reference | float vs reference | host ops |", "|---|---|---|---|---|---|---|---|---|---|"]
+            for s, x in npu["per_shape"].items():
+                vela = x["vela"]
+                host = ", ".join(f"{k.split('.')[1]}×{n}" for k, n in x["host_ops"].items()
+                                 if "quantize" not in k and "dim_order" not in k) or "q/dq only"
+                out.append(f"| {s} | {x['partitions']} | {x['cycles']:,} | {x['estimated_ms']:.3f} | {vela[0]['clock_mhz']:g} | "
+                           f"{max(p['sram_kib'] for p in vela):.1f} | {sum(p['off_chip_flash_kib'] for p in vela):.1f} | "
+                           f"{_f(x['proof']['fake_quant_vs_reference_max_abs'])} | {_f(x['proof']['float_vs_reference_max_abs'])} | {host} |")
+            last = list(npu["per_shape"].values())[-1]
+            top = max(last["vela"], key=lambda p: p["cycles"])
+            out += ["", f"Costliest ops (Vela, largest shape, biggest partition, {top['npu_ops']} NPU ops):", "",
+                    "| op | target | cycles | share |", "|---|---|---|---|"]
+            out += [f"| {o['op']} | {o['target']} | {o['cycles']:,} | {o['share']:.1%} |" for o in top["top_ops"]]
+    return out
 
 
 def _held_out_lines(r: dict) -> list[str]:

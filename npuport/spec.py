@@ -11,9 +11,10 @@ import torch
 
 from .errors import ConfigError
 
-PRECISIONS = ("fp32", "fp16", "bf16", "int8")  # int8: quantisation where a runtime offers it
+PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int16")  # int8 / int16: quantisation where a runtime offers it
 # The torch dtype a precision computes in on the PyTorch side (int8 quantises in the runtime; the module stays fp32).
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32,
+          "int16": torch.float32}
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("logits",)
 
@@ -60,6 +61,10 @@ class CompileSpec:
     precision: str = "fp32"
     device: str = "cpu"
     options: dict = field(default_factory=dict)
+    # Token rows (unpadded int arrays) that calibrate static quantisation; empty: the runtime uses random probes and
+    # says so in its manifest. `port` fills it from --calibration-data, else from --eval-data.
+    calibration: tuple = ()
+    calibration_source: str = "random probes"
 
     def __post_init__(self):
         if self.precision not in PRECISIONS:

@@ -29,6 +29,14 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("*", "fp16"): Tolerance(logit=5e-2, prob=2e-2, agreement=0.99),
     ("*", "bf16"): Tolerance(logit=1.5e-1, prob=4e-2, agreement=0.99),
     ("*", "int8"): Tolerance(logit=5e-1, prob=1e-1, agreement=0.99),
+    # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
+    # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
+    ("qnn", "fp16"): Tolerance(logit=1.5e-1, prob=3e-2, agreement=0.99),
+    # 16-bit activations, 8-bit weights (QNN a16w8, Ethos-U int16): 8-bit weight rounding dominates. Measured on the
+    # demo detector at 1 x 64 (QNN, attention mask kept in float, 20 rows): |Δlogit| 0.77 where logits sit at ±8-10,
+    # |Δprob| 1.0e-2, decisions 100% — a confident logit moves a lot while its probability hardly does. (At buckets
+    # 64 + 128 on 40 rows it does not hold: 97.5% decisions, benchmarks/results/npu_port.json.)
+    ("*", "int16"): Tolerance(logit=1.0, prob=5e-2, agreement=0.99),
 }
 
 
@@ -70,15 +78,22 @@ def merge(parts: list[dict]) -> dict:
     }
 
 
-def judge(fig: dict, backend: str, precision: str) -> dict:
+def judge(fig: dict, backend: str, precision: str, scores: bool = True) -> dict:
+    """Within the (backend, precision) tolerances? `scores=False`: probabilities and decisions are reported, not
+    gated (NaN and the logit tolerance still are) — used for the random-token probes of a lossy precision when real
+    data is judged too. Such probes sit at margins near zero, where P(deviation) moves fastest (a quarter of the
+    logit change) and any quantisation flips a coin; and a calibrated graph never saw their token mix, so their
+    activations clip at the calibrated ranges (tiny detector, QNN: |Δlogit| 0.17 on probes at int8 and int16 alike,
+    1e-3 on the data). Probabilities and decisions are judged where they mean something: the eval data."""
     tol = tolerance(backend, precision)
     ok = (
         not fig["nan"]
         and fig["max_abs_logit_diff"] <= tol.logit
-        and fig["max_abs_prob_diff"] <= tol.prob
-        and fig["decision_agreement"] >= tol.agreement
+        and (not scores or fig["max_abs_prob_diff"] <= tol.prob)
+        and (not scores or fig["decision_agreement"] >= tol.agreement)
     )
-    return {**fig, "tolerance": tol.__dict__, "pass": bool(ok)}
+    return {**fig, "tolerance": tol.__dict__, **({} if scores else {"scores_judged_on": "data"}),
+            "pass": bool(ok)}
 
 
 def eager_logits(model: Detector, rows: list[np.ndarray]) -> np.ndarray:

@@ -17,7 +17,8 @@ from npuport.verify import eager_logits
 # enforces it. A runtime that cannot be installed here is listed with the reason, never counted as covered.
 PARITY_TESTED = ["eager", "onnxruntime", "openvino", "inductor", "iree"]
 # fp32 is what the fixture below ports; these runtimes have no fp32 and are tested at their own precisions.
-TESTED_ELSEWHERE = {"qnn": "tests/test_qnn.py: fp16 on the HTP simulator"}
+TESTED_ELSEWHERE = {"qnn": "tests/test_qnn.py: fp16, int8, int16 on the HTP simulator",
+                    "ethos-u": "tests/test_ethosu.py: int8 in the TOSA reference model, Vela figures"}
 OUT_OF_REACH = {"rbln": "Rebellions SDK: private package index and an ATOM board; run tests/ where it is installed"}
 SHAPES = ShapeSpec(batch_sizes=(1, 3), buckets=(16, 40))
 
@@ -110,3 +111,18 @@ def test_shared_weights_one_file(ported):
         assert len(list((out / "openvino-fp32").glob("*.bin"))) == 1
     if (out / "inductor-fp32").exists():
         assert len(list((out / "inductor-fp32").glob("*.pt2"))) == 1
+
+
+def test_probes_of_a_lossy_precision_keep_the_logit_gate_when_data_judges_scores():
+    """Random-token probes of an int8 artifact: probabilities and decisions are reported, judged on the data; a
+    logit drift past the tolerance or a NaN still fails them, and without data everything is gated."""
+    from npuport.verify import judge, tolerance
+
+    tol = tolerance("onnxruntime", "int8")
+    fig = {"max_abs_logit_diff": tol.logit / 2, "max_abs_prob_diff": tol.prob * 2, "decision_agreement": 0.5,
+           "n": 3, "nan": False}
+    assert not judge(fig, "onnxruntime", "int8")["pass"]
+    loose = judge(fig, "onnxruntime", "int8", scores=False)
+    assert loose["pass"] and loose["scores_judged_on"] == "data"
+    assert not judge({**fig, "max_abs_logit_diff": tol.logit * 1.01}, "onnxruntime", "int8", scores=False)["pass"]
+    assert not judge({**fig, "nan": True}, "onnxruntime", "int8", scores=False)["pass"]

@@ -44,7 +44,7 @@ def test_headless_pretrained_needs_new_head(minilm):
 def test_frozen_prefix_cache_equals_the_full_forward(minilm):
     """Training the top layers from cached lower-layer outputs computes what the whole model computes."""
     from npuport.detector.data import encode, load_examples
-    from npuport.detector.train import FrozenPrefix
+    from npuport.detector.epochs import FrozenPrefix
     from npuport.models.detector import load_detector, load_tokenizer
 
     torch.manual_seed(0)

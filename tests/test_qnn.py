@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(not get_runtime("qnn").available()[0] and not __
 def test_doctor_says_what_executes_where(capsys):
     assert main(["doctor", "--json"]) == 0
     info = json.loads(capsys.readouterr().out)["runtimes"]["qnn"]
-    assert info["available"] and info["executes"] == "simulator" and info["devices"] == {"htp": ["fp16"]}
+    assert info["available"] and info["executes"] == "simulator" and info["devices"] == {"htp": ["fp16", "int8", "int16"]}
 
 
 def test_detector_on_the_htp_simulator(tiny_model_dir, eval_jsonl, tmp_path):
@@ -44,4 +44,108 @@ def test_fp32_is_refused_with_the_precisions_it_has(tiny_model_dir, tmp_path, ca
     """Without --precision / --device qnn gets its own defaults (fp16 on htp); asking for fp32 is refused."""
     assert main(["-q", "port", str(tiny_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16", "--backend", "qnn",
                  "--precision", "fp32"]) == 2
-    assert "supports precision fp16, not fp32" in capsys.readouterr().err
+    assert "supports precision fp16, int8, int16, not fp32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("precision", ["int8", "int16"])
+def test_calibrated_qdq_on_the_htp(tiny_model_dir, eval_jsonl, tmp_path, precision):
+    """int8 / int16: QDQ graphs calibrated on --calibration-data, compiled for the HTP's integer units."""
+    out = tmp_path / "out"
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "qnn",
+                 "--precision", precision, "--calibration-data", str(eval_jsonl), "--eval-data", str(eval_jsonl),
+                 "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    m = json.loads((art / "manifest.json").read_text())
+    meta = m["runtime"]["meta"]
+    assert meta["calibration"] == "--calibration-data eval.jsonl (12 rows)" and meta["calibration_batches"] == 12
+    assert ("QUInt16" if precision == "int16" else "QUInt8") in meta["quantization"]
+    # the additive attention mask (finfo.min) would take every 8/16-bit step: it and what it feeds stay float
+    kept = int(meta["quantization"].split("; ")[1].split()[0])
+    assert kept >= 3, meta["quantization"]
+    assert meta["whole_graph_on_npu"], meta["host_ops"]  # only the final DequantizeLinear stays on the host
+    drift = m["parity"]["probes"]["max_abs_logit_diff"]
+    assert 0 < drift and m["parity"]["probes"]["pass"] and m["parity"]["data"]["decision_agreement"] >= 0.99
+
+
+def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_dir, tmp_path, capsys):
+    bad = tmp_path / "calib.jsonl"
+    bad.write_text('{"persona": "x"}\n')
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16", "--backend", "qnn",
+                 "--precision", "int8", "--calibration-data", str(bad)]) == 2
+    assert "calib.jsonl" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def _lm_runners(tmp_path):
+    from npuport.models.lm import build_lm, preset_config
+    from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
+    from npuport.train.runner import open_step_runner
+    from npuport.train.step import OptimConfig
+
+    docs = read_documents(DEMO_CORPUS)
+    vocab = CharVocab.build(docs)
+    batches = Batches(encode_documents(docs, vocab), 2, 16, seed=3)
+    mk = lambda b, **kw: open_step_runner(b, build_lm(preset_config("tiny", vocab.size), seed=1), OptimConfig(),  # noqa: E731
+                                          batch=2, seq_len=16, form="split", **kw)
+    return mk("eager"), mk("qnn", workdir=tmp_path / "qnn"), batches
+
+
+def test_training_on_the_htp_follows_the_eager_control(tmp_path):
+    """P9 #4: fp16 gradients on the HTP simulator + fp32 AdamW on the host track eager fp32 step for step."""
+    import torch
+
+    eager, qnn, batches = _lm_runners(tmp_path)
+    assert qnn.info["precision"].startswith("fp16 gradients")
+    x, y = batches.get(1)
+    ge, gq = eager.grad(x, y)[1], qnn.grad(x, y)[1]
+    flat = lambda gs: torch.cat([torch.as_tensor(g).flatten() for g in gs])  # noqa: E731
+    rel = float((flat(ge) - flat(gq)).norm() / flat(ge).norm())
+    assert rel < 0.1, rel  # all-fp16 forward + backward on the HTP: measured 3.1% of the norm; garbage would be ~1
+    eager, qnn, batches = _lm_runners(tmp_path)
+    for t in range(1, 9):
+        x, y = batches.get(t)
+        le, lq = eager.step(t, 1e-3, x, y), qnn.step(t, 1e-3, x, y)
+        assert abs(le - lq) < 1e-2, (t, le, lq)  # fp16 forward: loss within fp16 resolution of ~4
+    assert qnn.summary()["skipped_steps"] == 0
+    dp = torch.cat([(pe - pq).abs().flatten() for pe, pq in zip(eager.get_state()[0], qnn.get_state()[0])])
+    # Adam moves a weight by up to ~lr per step whatever the gradient's size, so weights with near-zero gradients
+    # may differ by up to 8 x lr after 8 steps; the typical weight must agree far closer than that
+    assert torch.isfinite(dp).all() and float(dp.median()) < 1e-4 and float(dp.max()) < 8 * 1e-3 * 1.5, (dp.median(), dp.max())
+
+
+def test_an_overflowing_step_is_skipped_and_the_scale_halved(tmp_path):
+    """Weights 30x too large overflow fp16 on the HTP: the step is skipped, the scale halved, nothing updated."""
+    import torch
+
+    from npuport.errors import ConfigError
+    from npuport.train.mixed import MAX_SCALE
+
+    eager, qnn, batches = _lm_runners(tmp_path)
+    params, m, v = qnn.get_state()
+    qnn.set_state([p * 30 for p in params], m, v)
+    before = [p.clone() for p in qnn.get_state()[0]]
+    x, y = batches.get(1)
+    qnn.step(1, 1e-3, x, y)
+    s = qnn.summary()
+    assert s["skipped_steps"] == 1 and s["final_loss_scale"] == 512.0
+    assert all(torch.equal(a, b) for a, b in zip(before, qnn.get_state()[0]))  # the update was skipped
+    qnn.scale = MAX_SCALE * 4  # the HTP would saturate it silently: refused instead
+    with pytest.raises(ConfigError, match="loss scale"):
+        qnn.step(2, 1e-3, x, y)
+
+
+def test_detector_fine_tuned_on_the_htp_follows_the_eager_control(tiny_model_dir, eval_jsonl, tmp_path):
+    """P12 on the NPU: the classifier's fp16 gradient graphs (one per bucket) on the HTP simulator, fp32 AdamW on
+    the host, against the same static schedule in eager PyTorch; the result is a normal detector directory."""
+    runs = {}
+    for b in ("eager", "qnn"):
+        assert main(["-q", "detector", "train", "--data", str(eval_jsonl), "--init", str(tiny_model_dir), "-o",
+                     str(tmp_path / b), "--epochs", "2", "--batch", "4", "--max-len", "32", "--buckets", "16,32",
+                     "--backend", b]) == 0
+        runs[b] = json.loads((tmp_path / b / "train_summary.json").read_text())["training"]
+    le, lq = np.array(runs["eager"]["step_losses"]), np.array(runs["qnn"]["step_losses"])
+    assert len(le) == len(lq) >= 4 and np.abs(le - lq).max() < 1e-2, (le, lq)  # fp16 forward on the HTP
+    assert runs["qnn"]["mixed_precision"]["skipped_steps"] == 0
+    assert set(runs["qnn"]["runner"]["graphs"]) == {"grad_scaled_4x16", "grad_scaled_4x32"}
+    from npuport.models.detector import load_detector
+
+    assert load_detector(tmp_path / "qnn" / "model") is not None

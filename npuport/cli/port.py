@@ -28,6 +28,8 @@ def register(sub) -> None:
     p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
                    "where it has no CPU; see doctor)")
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
+    p.add_argument("--calibration-data", metavar="FILE", help="rows (same format as --eval-data) that calibrate "
+                   "static int8/int16 quantisation (qnn, ethos-u); default: --eval-data, else random probes")
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)
@@ -81,7 +83,8 @@ def run_port(args) -> int:
         source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
                            new_head=args.new_head),
         out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
-        eval_data=args.eval_data, bench_runs=args.bench_runs, overwrite=args.overwrite,
+        eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
+        overwrite=args.overwrite,
     )
     prog = progress(args)
     with prog.live():

@@ -157,6 +157,13 @@ class Runtime:
             raise ConfigError(f"device {device!r} not available for runtime {self.name!r}; "
                               f"available: {', '.join(self.list_devices()) or '(none)'}")
 
+    # -- pre-flight
+    def preflight(self, captured: "Captured", spec: CompileSpec, work: Path) -> dict[str, Any]:
+        """Before a long compile: which ops of the captured graph the target places on its accelerator and which fall
+        back to the host or fail. Runtimes that execute every op they accept (the CPU ones) say so."""
+        return {"verdict": "runs every op of the captured graph (no accelerator partitioning)", "npu_ops": {},
+                "host_ops": {}, "rejected": []}
+
     # -- encoder artifacts
     def compile(self, captured: "Captured", spec: CompileSpec, out: Path) -> dict[str, Any]:
         """Write compiled files under `out`; return runtime metadata for the manifest."""

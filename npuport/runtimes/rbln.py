@@ -5,9 +5,13 @@ The NPU compiler takes one static shape per compiled graph, so each (batch, buck
 file compiled from the adapted module (the same static module every other backend is proven on).
 
 Not tested here (no SDK, no board): tests/test_backends.py lists it as out of reach, never as covered. The SDK calls
-it makes, as the public examples and optimum-rbln use them:
+it makes, checked against the public sources (optimum-rbln's `_create_runtimes` / `get_compiled_model`, and
+rbln-model-zoo's examples, read with the search tools):
     rebel.compile_from_torch(module, [(name, shape, dtype), ...]) -> compiled;  compiled.save(path)
-    rebel.Runtime(path) -> runtime;  runtime.run(input_ids, attention_mask) -> logits
+        (optimum-rbln passes the same list as `input_info=`, plus optional `npu=`/`fusion=`; defaults here)
+    rebel.Runtime(path) -> runtime;  runtime.run(input_ids, attention_mask) -> logits (numpy in, numpy out)
+        (optimum-rbln builds `rebel.Runtime(compiled, tensor_type="pt", device=...)` and calls `runtime(*args)`;
+        the numpy `.run` form is the model zoo's and needs no torch tensors)
 With the SDK installed, `python -m pytest tests/test_backends.py` after adding "rbln" to PARITY_TESTED (at fp16,
 the only precision the ATOM compiler takes) runs the same parity checks against it."""
 

@@ -1,0 +1,392 @@
+"""ethos-u: Arm Ethos-U55 / U65 / U85 microNPUs through ExecuTorch's Arm backend (`pip install "npuport[ethos-u]"`).
+
+Compile, per shape: torch.export of the adapted module -> PT2E int8 quantisation (EthosUQuantizer: symmetric,
+per-channel weights) calibrated on the user's rows -> TOSA (INT profile) -> Vela, Arm's NPU compiler -> a `.pte`
+for an Ethos-U board (ExecuTorch's arm_executor_runner). Vela's performance report (cycles, estimated time at the
+target's clock, SRAM / flash use, ops on the NPU) goes into the manifest.
+
+What executes here: no Ethos-U board or Arm FVP installs from a registry, so "running" the artifact means the TOSA
+reference model (tosa-tools) executing the exact `.tosa` partitions that were handed to Vela, with the host-side
+ops between them (embedding lookup on the U55, mask building, quantise / dequantise) run by PyTorch's kernels from
+the stored edge graph. `executes: reference`. Vela compiles from the same TOSA, so what the reference model computes
+is what the NPU binary is built to compute; the cycle figures are Vela's estimates, not a measurement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import logging
+import warnings
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ArtifactError
+from .base import Runtime, Session
+from .registry import register_runtime
+
+# Accelerator configurations Vela knows (MACs per cycle after the dash). Vela's default system configs: U55 on a
+# 500 MHz Corstone-300 (shared SRAM), U65 at 1 GHz (384 KB dedicated SRAM), U85 at 1 GHz on DRAM.
+TARGETS = ("ethos-u55-128", "ethos-u55-256", "ethos-u65-256", "ethos-u85-256", "ethos-u85-512")
+TOP_OPS = 12  # per-op rows (by cycles) kept per shape for the report
+# Host ops every integer NPU program has at its edges (quantise the inputs, cast, dequantise the logits): they do
+# not count against "the whole graph on the NPU".
+IO_OPS = {"quantized_decomposed.quantize_per_tensor.default", "quantized_decomposed.dequantize_per_tensor.default",
+          "dim_order_ops._to_dim_order_copy.default"}
+
+
+def _compile_spec(target: str):
+    from executorch.backends.arm.ethosu import EthosUCompileSpec
+
+    return EthosUCompileSpec(target, extra_flags=["--verbose-performance"])
+
+
+@contextlib.contextmanager
+def _vela_parts(workdir: Path):
+    """Give each partition Vela compiles its own output folder and keep the exact TOSA bytes it was handed.
+
+    ExecuTorch's Ethos-U backend writes every partition's Vela report into one folder (the last one wins) and keeps
+    no TOSA; wrapping its call to `vela_compile` is the one place both are visible."""
+    from executorch.backends.arm.ethosu import backend
+
+    parts: list[dict] = []
+    original = backend.vela_compile
+
+    def wrapped(tosa, args, verbose=False, intermediate_path=None, block_placements=None):
+        d = workdir / f"part{len(parts)}"
+        d.mkdir(parents=True, exist_ok=True)
+        res = original(tosa, list(args), False, str(d), block_placements)
+        parts.append({"tosa": bytes(tosa), "processed": res.processed_bytes, "dir": d})
+        return res
+
+    backend.vela_compile = wrapped
+    try:
+        yield parts
+    finally:
+        backend.vela_compile = original
+
+
+def _vela_figures(part_dir: Path) -> dict:
+    out = part_dir / "output"
+    summary = next(out.glob("out_summary_*.csv"), None)
+    if summary is None:
+        raise ArtifactError(f"Vela wrote no performance summary in {out}")
+    s = next(csv.DictReader(summary.open()))
+    layers = list(csv.DictReader((out / "out_per-layer.csv").open()))
+    by_op: Counter = Counter()
+    for row in layers:
+        by_op[(row["Original Operator"], row["Target"])] += int(float(row["Op Cycles"]))
+    total = max(1, sum(by_op.values()))
+    return {
+        "accelerator": s["accelerator_configuration"], "system_config": s["system_config"],
+        "clock_mhz": float(s["core_clock"]) / 1e6, "cycles": int(float(s["cycles_total"])),
+        "npu_cycles": int(float(s["cycles_npu"])), "estimated_ms": float(s["inference_time"]) * 1e3,
+        "sram_kib": float(s["sram_memory_used"]), "off_chip_flash_kib": float(s["off_chip_flash_memory_used"]),
+        "dram_kib": float(s["dram_memory_used"]), "macs": int(float(s["nn_macs"])),
+        "npu_ops": sum(1 for r in layers if r["Target"] == "NPU"), "cpu_ops": sum(1 for r in layers if r["Target"] != "NPU"),
+        "top_ops": [{"op": op, "target": tgt, "cycles": c, "share": round(c / total, 4)}
+                    for (op, tgt), c in by_op.most_common(TOP_OPS)],
+    }
+
+
+def _delegate_meta(lowered) -> list[dict]:
+    outs = lowered.original_module.graph.output_node().args[0]
+    meta = []
+    for n in outs:
+        v = n.meta["val"]
+        meta.append({"shape": [int(d) for d in v.shape], "dtype": str(v.dtype).removeprefix("torch."),
+                     "dim_order": [int(d) for d in v.dim_order()]})
+    return meta
+
+
+@contextlib.contextmanager
+def _stdout_silenced():
+    import os
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+class _Reference:
+    """Runs delegate partitions in the TOSA reference model."""
+
+    def __init__(self, tosa: list[bytes], outputs: list[list[dict]]):
+        self.tosa, self.outputs = tosa, outputs
+
+    def __call__(self, index: int, inputs: list) -> list[torch.Tensor]:
+        import tosa_reference_model as ref
+
+        arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
+        with _stdout_silenced():  # the reference model prints a version note per load straight to fd 1
+            results, status = ref.run(self.tosa[index], arrays, initialize_variable_tensor_from_numpy=True)
+        if status != ref.GraphStatus.TOSA_VALID:
+            raise ArtifactError(f"the TOSA reference model rejected partition {index}: {status}")
+        tensors = []
+        for arr, m in zip(results, self.outputs[index]):
+            t = torch.from_numpy(np.ascontiguousarray(arr))
+            order = m["dim_order"]
+            t = t.reshape([m["shape"][i] for i in order]).permute([order.index(i) for i in range(len(order))])
+            tensors.append(t.contiguous())
+        return tensors
+
+
+def _load_program(directory: Path, stem: str):
+    from ..static.edgegraph import HostProgram
+
+    graph = json.loads((directory / f"{stem}.json").read_text())
+    tosa = [(directory / d["file"]).read_bytes() for d in graph["delegates"]]
+    from safetensors.torch import load_file
+
+    return HostProgram(graph, load_file(str(directory / f"{stem}.safetensors")),
+                       _Reference(tosa, [d["outputs"] for d in graph["delegates"]]))
+
+
+class EthosUSession(Session):
+    def __init__(self, directory: Path, manifest, threads: int | None = None):
+        self.shapes = manifest.shapes
+        self.programs = {(b, t): _load_program(directory, f"ethosu_{b}x{t}_host") for b, t in self.shapes}
+
+    def run(self, feeds):
+        shape = self.check_shape(feeds)
+        ids, mask = (torch.from_numpy(np.ascontiguousarray(feeds[k], dtype=np.int64)) for k in ("input_ids", "attention_mask"))
+        with torch.no_grad():
+            out = self.programs[shape](ids, mask)[0]
+        return out.float().numpy().astype(np.float32, copy=False)
+
+
+def _quantize(module, example, calib, eu_spec, precision: str):
+    from executorch.backends.arm.quantizer import (EthosUQuantizer, get_symmetric_a16w8_quantization_config,
+                                                   get_symmetric_quantization_config)
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from ..static.capture import export_program
+
+    # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape
+    m = export_program(module, example, None).module(check_guards=False)
+    q = EthosUQuantizer(eu_spec)
+    q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True) if precision == "int16"
+                 else get_symmetric_quantization_config(is_per_channel=True))
+    prepared = prepare_pt2e(m, q)
+    with torch.no_grad():
+        for ids, mask in calib:
+            prepared(ids, mask)
+    return convert_pt2e(prepared)
+
+
+def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
+    from executorch.backends.arm.ethosu import EthosUPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    from ..static import calibration, edgegraph
+    from ..static.capture import make_probes
+
+    b, t = shape
+    eu_spec = _compile_spec(spec.device)
+    example = captured.example(shape)
+    calib = calibration.batches(captured.detector, shape, spec.calibration)
+    qm = _quantize(captured.static, example, calib, eu_spec, spec.precision)
+    with torch.no_grad():
+        ep = torch.export.export(qm, tuple(example), strict=True)
+    with _vela_parts(work / f"{b}x{t}") as parts:
+        edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(eu_spec)])
+    program = edge.exported_program()
+    delegates, ids_of = [], {}
+    for name, lowered in program.graph_module.named_children():
+        if not name.startswith("lowered_module"):
+            continue
+        k = next((i for i, p in enumerate(parts) if p["processed"] == lowered.processed_bytes), None)
+        if k is None:
+            raise ArtifactError(f"partition {name}: no Vela compile matches its payload")
+        fname = f"ethosu_{b}x{t}_p{len(delegates)}.tosa"
+        (out / fname).write_bytes(parts[k]["tosa"])
+        ids_of[name] = len(delegates)
+        delegates.append({"file": fname, "outputs": _delegate_meta(lowered), "vela": _vela_figures(parts[k]["dir"])})
+    graph, tensors = edgegraph.to_json(program, ids_of)
+    graph["delegates"] = [{k: d[k] for k in ("file", "outputs")} for d in delegates]
+    edgegraph.save(out, f"ethosu_{b}x{t}_host", graph, tensors)
+    # last: to_executorch plans memory in place (out-variant kernels), after which the graph is no longer portable
+    (out / f"ethosu_{b}x{t}.pte").write_bytes(edge.to_executorch().buffer)
+    host_ops = Counter(n["op"] for n in graph["nodes"] if n["op"] not in ("constant", "delegate_ref", "delegate", "getitem"))
+    # The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
+    # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
+    run = _load_program(out, f"ethosu_{b}x{t}_host")
+    fq, fl = [], []
+    with torch.no_grad():
+        for ids, mask in make_probes(captured.detector, b, t, n=3):
+            got = run(ids, mask)[0].float()
+            fq.append(float((qm(ids, mask).float() - got).abs().max()))
+            fl.append(float((captured.detector(ids, mask).float() - got).abs().max()))
+    vela = [d["vela"] for d in delegates]
+    return {
+        "partitions": len(delegates), "vela": vela,
+        "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
+        "host_ops": dict(sorted(host_ops.items())),
+        "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq)},
+    }
+
+
+@register_runtime
+class EthosURuntime(Runtime):
+    name = "ethos-u"
+    sdk = "executorch"
+    install_hint = 'pip install "npuport[ethos-u]"  (executorch Arm backend + ethos-u-vela + tosa-tools)'
+    description = "Arm Ethos-U55/U65/U85 via ExecuTorch + Vela; runs here in the TOSA reference model"
+    compiles_from = ("export",)
+    devices = TARGETS
+    executes = "reference"
+    runs_graphs = False
+    trains = False
+    session_class = EthosUSession
+
+    def available(self):
+        # torchao (imported by executorch) warns about CUDA kernels it cannot load on a CPU machine: not actionable
+        for name in ("torchao", "torch.utils._pytree"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+        for module, what in (("executorch.backends.arm.ethosu", "executorch"), ("ethosu.vela", "ethos-u-vela"),
+                             ("tosa_reference_model", "tosa-tools")):
+            try:
+                __import__(module)
+            except ImportError as e:
+                return False, f"{what} is not installed ({e.__class__.__name__}); install with: {self.install_hint}"
+        return True, "ok"
+
+    def default_device(self):
+        return "ethos-u55-128"  # the most deployed one (Corstone-300); U85 keeps the embedding lookup on the NPU
+
+    def versions(self):
+        from importlib.metadata import version
+
+        return {p: version(p) for p in ("executorch", "ethos-u-vela", "tosa-tools", "torch")}
+
+    def precisions(self, device):
+        return ("int8", "int16")  # Ethos-U computes in integers only; int16 = 16-bit activations, 8-bit weights
+
+    def preflight(self, captured, spec, work: Path):
+        """ExecuTorch's Arm partitioner on the quantised edge graph (no TOSA lowering, no Vela: seconds, not
+        minutes): which ops it tags for the NPU, which it leaves to the host, and its reason for each rejection."""
+        from executorch.exir import to_edge_transform_and_lower
+
+        from ..static.capture import make_probes
+
+        b, t = spec.shapes.largest
+        eu_spec = _compile_spec(spec.device)
+        example = captured.example((b, t))
+        rejected: list[str] = []
+        handler = _Collect(rejected)
+        part_log = logging.getLogger("executorch.backends.arm.tosa.partitioner")
+        level = part_log.level
+        part_log.addHandler(handler)
+        part_log.setLevel(logging.INFO)
+        try:
+            with warnings.catch_warnings(), _quiet():
+                warnings.simplefilter("ignore")
+                qm = _quantize(captured.static, example, make_probes(captured.detector, b, t), eu_spec, spec.precision)
+                ep = torch.export.export(qm, tuple(example), strict=True)
+                dry = _DryPartitioner(eu_spec)
+                to_edge_transform_and_lower(ep, partitioner=[dry])
+        finally:
+            part_log.removeHandler(handler)
+            part_log.setLevel(level)
+        npu, host, tags = dry.npu, dry.host, dry.tags
+        compute = sorted(set(host) - IO_OPS)
+        verdict = ("whole graph on the NPU" if len(tags) == 1 and not compute else
+                   f"{len(tags)} NPU partition(s); on the host: {', '.join(compute) or 'quantise / dequantise only'}")
+        return {"verdict": verdict, "partitions": len(tags), "npu_ops": dict(sorted(npu.items())),
+                "host_ops": dict(sorted(host.items())), "rejected": _rejections(rejected), "shape": f"{b}x{t}"}
+
+    def compile(self, captured, spec, out: Path):
+        self.require()
+        out.mkdir(parents=True, exist_ok=True)
+        work = captured.workdir / "vela"
+        per_shape = {}
+        with warnings.catch_warnings(), _quiet():
+            warnings.simplefilter("ignore")
+            for b, t in spec.shapes.shapes():
+                per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
+        return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}, "
+                "symmetric, per-channel weights", "calibration": spec.calibration_source,
+                "executes_on": "TOSA reference model (the .tosa handed to Vela) + host ops in PyTorch",
+                "whole_graph_on_npu": all(v["partitions"] == 1 and set(v["host_ops"]) <= IO_OPS
+                                          for v in per_shape.values()),
+                "shapes": per_shape}
+
+
+class _DryPartitioner:
+    """The Ethos-U partitioner with the same decomposition policy as a real compile, whose partition step records
+    which nodes it would delegate and then delegates none, so no TOSA lowering or Vela run follows."""
+
+    def __new__(cls, eu_spec):
+        from executorch.backends.arm.ethosu import EthosUPartitioner
+        from executorch.exir.backend.partitioner import PartitionResult
+
+        class Dry(EthosUPartitioner):
+            def partition(self, exported_program):
+                res = super().partition(exported_program)
+                self.npu, self.host, self.tags = Counter(), Counter(), set()
+                for n in exported_program.graph.nodes:
+                    if n.op != "call_function" or "getitem" in str(n.target):
+                        continue
+                    tag = n.meta.pop("delegation_tag", None)
+                    (self.npu if tag else self.host)[_op_label(n.target)] += 1
+                    if tag:
+                        self.tags.add(tag)
+                return PartitionResult(tagged_exported_program=res.tagged_exported_program, partition_tags={})
+
+        return Dry(eu_spec)
+
+
+def _op_label(target) -> str:
+    op = getattr(target, "_op", None)
+    return str(op) if isinstance(op, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+
+
+class _Collect(logging.Handler):
+    def __init__(self, sink: list[str]):
+        super().__init__(logging.INFO)
+        self.sink = sink
+
+    def emit(self, record):
+        self.sink.append(record.getMessage())
+
+
+def _rejections(messages: list[str]) -> list[dict]:
+    """The partitioner's rejection table (node | target | reason) as rows, one per distinct (op, reason)."""
+    rows, seen = [], set()
+    for msg in messages:
+        for line in msg.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) >= 3 and cells[0] and not set(cells[0]) <= set("-=+ ") and cells[0].lower() != "node name":
+                key = (cells[1], cells[2])
+                if key not in seen:
+                    seen.add(key)
+                    rows.append({"op": cells[1], "reason": cells[2]})
+    return rows
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Vela prints its whole report to stdout; ExecuTorch logs at INFO. Keep npuport's own progress readable."""
+    import io
+    import sys
+
+    level = logging.getLogger("executorch").level
+    logging.getLogger("executorch").setLevel(logging.ERROR)
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        yield
+    finally:
+        sys.stdout = saved
+        logging.getLogger("executorch").setLevel(level)

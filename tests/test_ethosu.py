@@ -1,0 +1,101 @@
+"""P9 #2: the ethos-u runtime (Arm Ethos-U through ExecuTorch + Vela). No Ethos-U board or FVP installs here, so the
+artifact is executed by the TOSA reference model on the exact .tosa partitions handed to Vela, host ops in PyTorch.
+One real compile (about two minutes: ExecuTorch's Arm pass pipeline) serves every test in this file."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from npuport.artifact import find_artifacts, load_session
+from npuport.cli import main
+from npuport.runtimes import get_runtime
+
+pytestmark = pytest.mark.skipif(not get_runtime("ethos-u").available()[0] and not __import__("os").environ.get("CI"),
+                                reason='needs executorch + ethos-u-vela + tosa-tools: pip install "npuport[ethos-u]" '
+                                       "(CI installs them)")
+
+
+@pytest.fixture(scope="module")
+def ported(tiny_model_dir, eval_jsonl, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ethosu") / "out"
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    return out, art, json.loads((art / "manifest.json").read_text())
+
+
+def test_doctor_says_it_runs_in_the_reference_model(capsys):
+    assert main(["doctor", "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)["runtimes"]["ethos-u"]
+    assert info["available"] and info["executes"] == "reference"
+    assert info["devices"]["ethos-u55-128"] == ["int8", "int16"] and "ethos-u85-256" in info["devices"]
+
+
+def test_port_carries_vela_figures_and_the_exact_reference_proof(ported):
+    out, art, m = ported
+    meta = m["runtime"]["meta"]
+    assert m["runtime"]["executes"] == "reference" and m["precision"] == "int8" and m["device"] == "ethos-u55-128"
+    shape = meta["shapes"]["1x16"]
+    # the reference model reproduces fake-quantised PyTorch bit for bit; float vs int8 is a real, small drift
+    assert shape["proof"]["fake_quant_vs_reference_max_abs"] == 0.0
+    assert 0 < shape["proof"]["float_vs_reference_max_abs"] < 0.5
+    vela = shape["vela"]
+    assert shape["cycles"] == sum(v["cycles"] for v in vela) > 0 and all(v["clock_mhz"] == 500 for v in vela)
+    assert shape["estimated_ms"] > 0 and all(v["npu_ops"] > 0 and v["top_ops"] for v in vela)
+    assert "aten.index_select.default" in shape["host_ops"]  # the U55 has no Gather: the embedding stays on the host
+    assert meta["calibration"].startswith("--eval-data eval.jsonl (12 rows)")
+    files = set(m["files"])
+    assert {"ethosu_1x16.pte", "ethosu_1x16_host.json", "ethosu_1x16_host.safetensors"} <= files
+    assert any(f.endswith(".tosa") for f in files)
+    assert (art / "ethosu_1x16.pte").read_bytes()[4:8] == b"ET12"  # an ExecuTorch program for the board
+    assert m["parity"]["probes"]["pass"] and m["parity"]["data"]["decision_agreement"] >= 0.99
+    report = (out / "report.md").read_text()  # Vela's estimates and costliest ops, per shape, in the report
+    assert "| 1x16 |" in report and f"{shape['cycles']:,}" in report and "Costliest ops" in report
+    assert "index_select" in report
+
+
+def test_the_artifact_reruns_and_verify_refuses_a_changed_partition(ported, eval_jsonl):
+    out, art, m = ported
+    _, session = load_session(art)
+    ids = np.full((1, 16), 7, dtype=np.int64)
+    a = session.run({"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    b = session.run({"input_ids": ids, "attention_mask": np.ones_like(ids)})
+    assert a.shape == (1, 2) and np.array_equal(a, b)  # integer execution: deterministic
+    assert main(["-q", "verify", str(out), "--eval-data", str(eval_jsonl)]) == 0
+    tosa = sorted(art.glob("*.tosa"))[-1]
+    data = bytearray(tosa.read_bytes())
+    data[-64] ^= 0xFF
+    tosa.write_bytes(bytes(data))
+    assert main(["-q", "verify", str(out)]) == 1
+
+
+def test_fp32_is_refused_naming_the_integer_precisions(tiny_model_dir, tmp_path, capsys):
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16",
+                 "--backend", "ethos-u", "--precision", "fp32"]) == 2
+    assert "supports precision int8, int16, not fp32" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_host_graph_round_trip_without_pickle(tmp_path):
+    """The host-graph format on a plain exported program: same outputs after JSON + safetensors, no pickle."""
+    from executorch.exir import to_edge
+
+    from npuport.static import edgegraph
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(10, 4)
+
+        def forward(self, ids, mask):
+            return (self.emb(ids) * mask.unsqueeze(-1).float()).sum(1).to(torch.float32)
+
+    ids, mask = torch.tensor([[1, 2, 3]]), torch.tensor([[1, 1, 0]])
+    ep = to_edge(torch.export.export(M().eval(), (ids, mask))).exported_program()
+    graph, tensors = edgegraph.to_json(ep, {})
+    edgegraph.save(tmp_path, "g", graph, tensors)
+    assert b"\x80" not in (tmp_path / "g.json").read_bytes()[:2]
+    prog = edgegraph.HostProgram.load(tmp_path / "g.json", tmp_path / "g.safetensors", delegate=None)
+    torch.testing.assert_close(prog(ids, mask)[0], ep.module()(ids, mask), rtol=0, atol=0)
