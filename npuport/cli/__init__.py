@@ -16,10 +16,10 @@ import traceback
 
 from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
 from .. import interrupt
-from . import demo, detector, doctor, lm, port, serve, sign
+from . import check, demo, detector, doctor, lm, port, serve, sign
 from .common import EPILOG
 
-GROUPS = (doctor, port, sign, serve, demo, detector, lm)  # each module: register(subparsers) sets args.func
+GROUPS = (doctor, check, port, sign, serve, demo, detector, lm)  # each module: register(subparsers) sets args.func
 
 
 def build_parser() -> argparse.ArgumentParser:
