@@ -341,7 +341,9 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     steady = step_times[min(len(step_times) // 10, 5):] or step_times  # skip warm-up steps
     tps = tokens / statistics.median(steady) if steady else float("nan")
     manifest = {
-        "npuport_run": RUN_FORMAT, "backend": runner.info, "setup_s": round(setup_s, 2),
+        "npuport_run": RUN_FORMAT, "backend": {**runner.info, **({"mixed_precision": runner.summary()}
+                                                                  if hasattr(runner, "summary") else {})},
+        "setup_s": round(setup_s, 2),
         "steps": cfg.steps, "resumed_from": start or None, "final_loss": loss, "val_loss": val_loss,
         "val_bpc": None if val_loss is None else val_loss / math.log(2),
         "tokens_per_s_median": round(tps, 1), "threads": threads, "n_params": count_parameters(model),

@@ -1,14 +1,18 @@
 """Step runners: the same training step on eager PyTorch (the control) and on any runtime that runs graphs.
 
 Every runner holds the training state (params, Adam moments) and offers
-    step(t, lr, x, y) -> loss                        the fused step (or grad + update in the split form)
-    grad(x, y) -> (loss, grads) / apply(grads, t, lr) the split form, for data-parallel all-reduce
+    step(t, lr, *batch) -> loss                      the fused step (or grad + update in the split form)
+    grad(*batch) -> (loss, grads) / apply(grads, t, lr) the split form, for data-parallel all-reduce
     get_state() / set_state(...)                    torch tensors, for checkpoints and evaluation
 
 Which runner a runtime uses is the runtime's business (`Runtime.step_runner`): the eager runtime returns
 EagerRunner, graph runtimes the GraphRunner below, which exports the step graph(s) to standard ONNX once and runs
 them through `runtime.open_graph(...)` (sessions are built in the runtime's own file). It keeps two state buffers
 and swaps them each step: outputs are written straight into the buffers the next step reads (`run_into`).
+
+A batch is whatever the objective says (LM: x, y; classifier: input_ids, attention_mask, labels, weights). With
+several `shapes` (a classifier's length buckets) there is one graph per shape, all reading and writing the same
+state: one set of weights, as an inference artifact shares its weights between buckets.
 """
 
 from __future__ import annotations
@@ -44,29 +48,37 @@ class StepRunner:
 
     def __init__(self, model, opt: OptimConfig, *, batch: int, seq_len: int, form: str = "fused",
                  gather_free: bool = False, workdir: Path | None = None, threads: int | None = None,
-                 compiled_dir: Path | None = None):
+                 compiled_dir: Path | None = None, objective=None, slots=None, seq_lens: tuple[int, ...] | None = None):
         if form not in FORMS:
             raise ConfigError(f"step form {form!r}: choose one of {', '.join(FORMS)}")
         self.model, self.opt, self.batch, self.seq_len = model, opt, batch, seq_len
+        self.seq_lens = tuple(seq_lens or (seq_len,))  # one graph per length (a classifier's buckets)
         self.form, self.gather_free, self.threads = form, gather_free, threads
         self.workdir = Path(workdir) if workdir else None
         self.compiled_dir = Path(compiled_dir) if compiled_dir else self.workdir
-        self.fns = StepFunctions(model, opt, gather_free=gather_free)
+        self.fns = StepFunctions(model, opt, gather_free=gather_free, objective=objective, slots=slots)
         self.info: dict = {"backend": self.name, "form": form, "gather_free": gather_free}
 
     # subclasses implement these
     def set_state(self, params, m, v, t: int = 0) -> None: ...
     def get_state(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]: ...
-    def grad(self, x, y) -> tuple[float, list[np.ndarray]]: ...
+    def grad(self, *batch) -> tuple[float, list[np.ndarray]]: ...
     def apply(self, grads, t: int, lr: float) -> None: ...
-    def fused_step(self, t: int, lr: float, x, y) -> float: ...
+    def fused_step(self, t: int, lr: float, *batch) -> float: ...
 
-    def step(self, t: int, lr: float, x, y) -> float:
+    def step(self, t: int, lr: float, *batch) -> float:
         if self.form == "fused":
-            return self.fused_step(t, lr, x, y)
-        loss, grads = self.grad(x, y)
+            return self.fused_step(t, lr, *batch)
+        loss, grads = self.grad(*batch)
         self.apply(grads, t, lr)
         return loss
+
+    def shape_key(self, batch) -> str:
+        """The graph a batch runs on: its sequence length must be one of the compiled ones."""
+        t = int(np.shape(batch[0])[-1])
+        if t not in self.seq_lens:
+            raise ConfigError(f"a batch of length {t}: the step graphs are compiled for {list(self.seq_lens)}")
+        return "" if len(self.seq_lens) == 1 else f"_{self.batch}x{t}"
 
     def params_dict(self) -> dict[str, torch.Tensor]:
         return dict(zip(self.fns.names, self.get_state()[0]))
@@ -89,8 +101,9 @@ class EagerRunner(StepRunner):
             torch.backends.cudnn.allow_tf32 = False
             model.to(device)
             self.info["device"] = torch.cuda.get_device_name()
-        self.params = list(model.parameters())
-        self.optim = eager_optimizer(model, opt)
+        named = dict(model.named_parameters())
+        self.params = [named[k] for k in self.fns.names]  # the trained ones; the rest stay as they are
+        self.optim = eager_optimizer(model, opt, slots=self.fns.slots)
         self.info["graph"] = "none (eager PyTorch reference)"
 
     def set_state(self, params, m, v, t: int = 0):
@@ -111,16 +124,15 @@ class EagerRunner(StepRunner):
         v = [s["exp_avg_sq"].to("cpu", copy=True) if "exp_avg_sq" in s else torch.zeros_like(p) for s, p in zip(st, ps)]
         return ps, m, v
 
-    def _backward(self, x, y) -> float:
-        from ..models.lm import cross_entropy
-
+    def _backward(self, *batch) -> float:
         self.optim.zero_grad(set_to_none=True)
-        loss = cross_entropy(self.model(torch.as_tensor(x, device=self.device)), torch.as_tensor(y, device=self.device))
+        loss = self.fns.objective.loss(self.model, *[torch.as_tensor(b, device=self.device) for b in batch],
+                                       captured=False)
         loss.backward()
         return float(loss.detach())
 
-    def grad(self, x, y):
-        loss = self._backward(x, y)
+    def grad(self, *batch):
+        loss = self._backward(*batch)
         return loss, [p.grad.cpu().numpy().copy() for p in self.params]
 
     def apply(self, grads, t, lr):
@@ -132,11 +144,11 @@ class EagerRunner(StepRunner):
         if self.opt.max_grad_norm > 0:
             torch.nn.utils.clip_grad_norm_(self.params, self.opt.max_grad_norm)
         for g in self.optim.param_groups:
-            g["lr"] = lr
+            g["lr"] = lr * g["lr_scale"]
         self.optim.step()
 
-    def fused_step(self, t, lr, x, y):
-        loss = self._backward(x, y)
+    def fused_step(self, t, lr, *batch):
+        loss = self._backward(*batch)
         self._opt_step(lr)
         return loss
 
@@ -145,8 +157,9 @@ def _graph_key(fns: StepFunctions, kind: str, batch: int, seq_len: int) -> str:
     """What a step graph depends on: reusing a file exported for another model or shape would be wrong."""
     h = hashlib.sha256()
     h.update(json.dumps({"kind": kind, "batch": batch, "seq": seq_len, "gather_free": fns.gather_free,
-                         "opt": fns.opt.to_json(), "slots": [(s.name, s.shape, s.decay) for s in fns.slots],
-                         "torch": torch.__version__}, sort_keys=True).encode())
+                         "opt": fns.opt.to_json(), "objective": fns.objective.key(),
+                         "slots": [(s.name, s.shape, s.decay, s.lr_scale) for s in fns.slots],
+                         "frozen": fns.frozen_fingerprint(), "torch": torch.__version__}, sort_keys=True).encode())
     return h.hexdigest()
 
 
@@ -162,17 +175,19 @@ class GraphRunner(StepRunner):
         from ..runtimes import Graph
 
         kinds = ["fused"] if self.form == "fused" else ["grad", "update"]
+        # one graph per (kind, length); the update graph does not depend on the length: one for all
+        names = [(k, t) for k in kinds for t in (self.seq_lens if k != "update" else self.seq_lens[:1])]
         self.graphs: dict[str, dict] = {}
         self.executors = {}
-        for kind in kinds:
-            self.graphs[kind] = self._export(kind)
-        for kind in kinds:
-            graph = Graph(onnx=self.workdir / self.graphs[kind]["file"], workdir=self.compiled_dir, name=kind,
-                          fx=lambda k=kind: (trace_step(self.fns, k, self.batch, self.seq_len),
-                                             self.fns.example_args(k, self.batch, self.seq_len)))
+        for kind, t in names:
+            key = kind + ("" if len(self.seq_lens) == 1 or kind == "update" else f"_{self.batch}x{t}")
+            self.graphs[key] = self._export(kind, key, t)
+            graph = Graph(onnx=self.workdir / self.graphs[key]["file"], workdir=self.compiled_dir, name=key,
+                          fx=lambda k=kind, t=t: (trace_step(self.fns, k, self.batch, t),
+                                                  self.fns.example_args(k, self.batch, t)))
             t0 = time.perf_counter()
-            self.executors[kind] = runtime.open_graph(graph, self.threads)
-            self.graphs[kind]["open_s"] = round(time.perf_counter() - t0, 2)
+            self.executors[key] = runtime.open_graph(graph, self.threads)
+            self.graphs[key]["open_s"] = round(time.perf_counter() - t0, 2)
         self.info["graphs"] = self.graphs
         self.info["runtime"] = " ".join(f"{k} {v}" for k, v in runtime.versions().items()) or runtime.name
         shapes = [s.shape for s in self.fns.slots]
@@ -181,19 +196,20 @@ class GraphRunner(StepRunner):
         self.nxt = [np.zeros(s, np.float32) for s in shapes * 3]
         self.grads = [np.zeros(s, np.float32) for s in shapes]
         self.loss = np.zeros((), np.float32)
-        self.set_state([p.detach() for p in model.parameters()], *[[np.zeros(s, np.float32) for s in shapes]] * 2)
+        named = dict(model.named_parameters())
+        self.set_state([named[k].detach() for k in self.fns.names], *[[np.zeros(s, np.float32) for s in shapes]] * 2)
         self.n = self.fns.n
 
-    def _export(self, kind: str) -> dict:
-        path = self.workdir / f"{kind}.onnx"
-        sidecar = self.workdir / f"{kind}.json"
-        key = _graph_key(self.fns, kind, self.batch, self.seq_len)
+    def _export(self, kind: str, name: str, seq_len: int) -> dict:
+        path = self.workdir / f"{name}.onnx"
+        sidecar = self.workdir / f"{name}.json"
+        key = _graph_key(self.fns, kind, self.batch, seq_len)
         if path.is_file() and sidecar.is_file():
             info = json.loads(sidecar.read_text())
             if info.get("key") == key and info.get("sha256") == hashlib.sha256(path.read_bytes()).hexdigest():
                 return {**info, "reused": True}
         t0 = time.perf_counter()
-        ops = export_step_onnx(self.fns, kind, self.batch, self.seq_len, path)
+        ops = export_step_onnx(self.fns, kind, self.batch, seq_len, path)
         info = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "key": key,
                 "export_s": round(time.perf_counter() - t0, 2), "op_types": ops,
                 "gather_like_ops": sorted(o for o in ops if o in GATHER_LIKE)}
@@ -212,14 +228,16 @@ class GraphRunner(StepRunner):
     def _scalars(self, t, lr):
         return np.asarray(float(t), np.float32), np.asarray(float(lr), np.float32)
 
-    def fused_step(self, t, lr, x, y):
+    def fused_step(self, t, lr, *batch):
         step, lr_ = self._scalars(t, lr)
-        self.executors["fused"].run_into([*self.cur, step, lr_, _i64(x), _i64(y)], [self.loss, *self.nxt])
+        self.executors["fused" + self.shape_key(batch)].run_into([*self.cur, step, lr_, *_feeds(batch)],
+                                                                 [self.loss, *self.nxt])
         self.cur, self.nxt = self.nxt, self.cur
         return float(self.loss)
 
-    def grad(self, x, y):
-        self.executors["grad"].run_into([*self.cur[: len(self.grads)], _i64(x), _i64(y)], [self.loss, *self.grads])
+    def grad(self, *batch):
+        self.executors["grad" + self.shape_key(batch)].run_into([*self.cur[: len(self.grads)], *_feeds(batch)],
+                                                                [self.loss, *self.grads])
         return float(self.loss), self.grads
 
     def apply(self, grads, t, lr):
@@ -228,5 +246,10 @@ class GraphRunner(StepRunner):
         self.cur, self.nxt = self.nxt, self.cur
 
 
-def _i64(a) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(a, dtype=np.int64))
+def _feeds(batch) -> list[np.ndarray]:
+    """Batch tensors as the graph takes them: integers as int64, anything else as fp32."""
+    out = []
+    for a in batch:
+        a = a.numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+        out.append(np.ascontiguousarray(a, dtype=np.int64 if np.issubdtype(a.dtype, np.integer) else np.float32))
+    return out

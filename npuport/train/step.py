@@ -58,22 +58,26 @@ class ParamSlot:
     name: str
     shape: tuple[int, ...]
     decay: bool  # weight decay on matrices only (embeddings, projections); never on norm gains
+    lr_scale: float = 1.0  # this parameter's lr / the host's lr (a classifier head trained at its own --head-lr)
 
 
 def param_slots(model: nn.Module) -> list[ParamSlot]:
     return [ParamSlot(n, tuple(p.shape), p.ndim >= 2) for n, p in model.named_parameters()]
 
 
-def eager_optimizer(model: nn.Module, opt: OptimConfig, lr: float = 0.0) -> torch.optim.AdamW:
-    """The reference optimizer the graph mirrors: two groups (decayed matrices, undecayed gains)."""
-    slots = {s.name: s for s in param_slots(model)}
-    named = list(model.named_parameters())
-    groups = [
-        {"params": [p for n, p in named if slots[n].decay], "weight_decay": opt.weight_decay},
-        {"params": [p for n, p in named if not slots[n].decay], "weight_decay": 0.0},
-    ]
+def eager_optimizer(model: nn.Module, opt: OptimConfig, lr: float = 0.0,
+                    slots: list[ParamSlot] | None = None) -> torch.optim.AdamW:
+    """The reference optimizer the graph mirrors: one group per (decay, lr scale) over the trained parameters
+    (`slots`; default every parameter, decay on matrices). A group's lr is the host's lr times its `lr_scale`."""
+    slots = slots if slots is not None else param_slots(model)
+    named = dict(model.named_parameters())
+    groups: dict[tuple[bool, float], list] = {}
+    for s in slots:
+        groups.setdefault((s.decay, s.lr_scale), []).append(named[s.name])
+    groups_ = [{"params": ps, "weight_decay": opt.weight_decay if decay else 0.0, "lr_scale": scale}
+               for (decay, scale), ps in sorted(groups.items(), key=lambda kv: (not kv[0][0], kv[0][1]))]
     # foreach=False: the single-tensor path, whose per-op order the graph reproduces.
-    return torch.optim.AdamW(groups, lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.eps, foreach=False)
+    return torch.optim.AdamW(groups_, lr=lr, betas=(opt.beta1, opt.beta2), eps=opt.eps, foreach=False)
 
 
 def clip_grads(grads: list[torch.Tensor], max_norm: float) -> list[torch.Tensor]:
@@ -93,43 +97,131 @@ def adamw_update(params, ms, vs, grads, step, lr, slots: list[ParamSlot], opt: O
     step_size = lr / bc1
     new_p, new_m, new_v = [], [], []
     for p, m, v, g, s in zip(params, ms, vs, grads, slots):
+        lr_s, size = (lr, step_size) if s.lr_scale == 1.0 else (lr * s.lr_scale, lr * s.lr_scale / bc1)
         if s.decay and opt.weight_decay:
-            p = p * (1.0 - lr * opt.weight_decay)
+            p = p * (1.0 - lr_s * opt.weight_decay)
         m = m + (1.0 - opt.beta1) * (g - m)  # lerp(m, g, 1-b1) for weight < 0.5
         v = v * opt.beta2 + (1.0 - opt.beta2) * g * g
         denom = torch.sqrt(v) / bc2_sqrt + opt.eps
-        p = p - step_size * m / denom
+        p = p - size * m / denom
         new_p.append(p)
         new_m.append(m)
         new_v.append(v)
     return new_p, new_m, new_v
 
 
-class StepFunctions:
-    """The pure step functions for one model, optimizer config and graph flavour."""
+class LMObjective:
+    """Next-token cross-entropy of a causal LM; batch (x, y), both (B, T) int64."""
 
-    def __init__(self, model: nn.Module, opt: OptimConfig, *, gather_free: bool = False):
+    batch_names = ("x", "y")
+
+    def __init__(self, gather_free: bool = False):
+        self.gather_free = gather_free
+
+    def key(self) -> dict:
+        return {"objective": "lm", "gather_free": self.gather_free}
+
+    def example_batch(self, batch: int, seq_len: int) -> tuple:
+        x = torch.zeros(batch, seq_len, dtype=torch.long)
+        return x, x.clone()
+
+    def loss(self, forward, x, y, captured: bool = True) -> torch.Tensor:
+        if not captured:  # the eager reference: the model as users call it
+            return cross_entropy(forward(x), y)
+        return cross_entropy(forward(x, gather_free=self.gather_free, rope_matmul=True), y, self.gather_free)
+
+
+class ClassifierObjective:
+    """Sequence classification (the detector): batch (input_ids, attention_mask (B, T) int64, labels (B,) int64,
+    weights (B,) fp32). Loss = sum(w * CE) / sum(w): a bucket's last, short batch is filled up to the graph's static
+    batch size with rows of weight 0, which then contribute exactly nothing (for a full batch it is the mean CE)."""
+
+    batch_names = ("input_ids", "attention_mask", "labels", "weights")
+
+    def __init__(self, num_labels: int, gather_free: bool = False):
+        self.num_labels, self.gather_free = num_labels, gather_free
+
+    def key(self) -> dict:
+        return {"objective": "classifier", "labels": self.num_labels, "gather_free": self.gather_free}
+
+    def example_batch(self, batch: int, seq_len: int) -> tuple:
+        ids = torch.zeros(batch, seq_len, dtype=torch.long)
+        return ids, torch.ones_like(ids), torch.zeros(batch, dtype=torch.long), torch.ones(batch)
+
+    def loss(self, forward, input_ids, attention_mask, labels, weights, captured: bool = True) -> torch.Tensor:
+        from ..models.lm import one_hot
+
+        # Written out rather than F.cross_entropy: its nll_loss lowers to ONNX with a faked total_weight (see
+        # models.lm.cross_entropy), and the one-hot pick is an Equal + Mul, no Gather.
+        logp = forward(input_ids, attention_mask).float().log_softmax(dim=-1)
+        picked = (logp * one_hot(labels, self.num_labels, logp.dtype)).sum(-1)
+        return -(picked * weights).sum() / weights.sum().clamp(min=1e-12)
+
+
+class StepFunctions:
+    """The pure step functions for one model, objective, optimizer config and graph flavour.
+
+    `slots` are the trained parameters (default: all, decay on matrices); any other parameter is frozen and, like
+    the buffers, becomes a constant of the graph."""
+
+    def __init__(self, model: nn.Module, opt: OptimConfig, *, gather_free: bool = False, objective=None,
+                 slots: list[ParamSlot] | None = None):
         self.model = model
         self.opt = opt
         self.gather_free = gather_free
-        self.slots = param_slots(model)
+        self.objective = objective or LMObjective(gather_free)
+        self.slots = slots if slots is not None else param_slots(model)
         self.names = [s.name for s in self.slots]
-        self.buffers = dict(model.named_buffers())
+        trained = set(self.names)
+        self.buffers = {**dict(model.named_buffers()),
+                        **{n: p.detach() for n, p in model.named_parameters() if n not in trained}}
+        # a classifier's gather-free flavour (its objective's flag) swaps the embedding lookup for a one-hot MatMul
+        # and slice gradients for Pads while tracing (the LM model has its own flag for it)
+        self.one_hot_embedding = bool(getattr(self.objective, "gather_free", False)) and not isinstance(
+            self.objective, LMObjective)
+        self.gather_free = gather_free or self.one_hot_embedding
 
     @property
     def n(self) -> int:
         return len(self.slots)
 
-    def loss_of(self, params: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        logits = torch.func.functional_call(
-            self.model, ({**params, **self.buffers},), (x,), {"gather_free": self.gather_free, "rope_matmul": True}
-        )
-        return cross_entropy(logits, y, self.gather_free)
+    @property
+    def n_batch(self) -> int:
+        return len(self.objective.batch_names)
+
+    def frozen_fingerprint(self) -> str:
+        """What the graph bakes in besides its inputs: a graph exported with other frozen weights is another graph."""
+        import hashlib
+
+        h = hashlib.sha256()
+        for k in sorted(self.buffers):
+            t = self.buffers[k].detach().contiguous().cpu()
+            h.update(k.encode() + str(tuple(t.shape)).encode() + str(t.dtype).encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        return h.hexdigest()
+
+    def loss_of(self, params: dict, *batch: torch.Tensor) -> torch.Tensor:
+        def forward(*args, **kw):
+            return torch.func.functional_call(self.model, ({**params, **self.buffers},), args, kw)
+
+        return self.objective.loss(forward, *batch)
 
     def grad(self, *args):
-        """(params…, x, y) -> (loss, grads…)"""
-        params, (x, y) = args[: self.n], args[self.n :]
-        grads, loss = torch.func.grad_and_value(self.loss_of)(dict(zip(self.names, params)), x, y)
+        """(params…, *batch) -> (loss, grads…)"""
+        params, batch = args[: self.n], args[self.n :]
+        grads, loss = torch.func.grad_and_value(self.loss_of)(dict(zip(self.names, params)), *batch)
+        return (loss, *[grads[k] for k in self.names])
+
+    def grad_scaled(self, *args):
+        """(params…, scale, *batch) -> (loss, grads of scale·loss…): the gradient graph for reduced-precision
+        hardware, where unscaled gradients of a mean loss underflow fp16 (dynamic loss scaling, as on GPUs)."""
+        params, scale, batch = args[: self.n], args[self.n], args[self.n + 1 :]
+
+        def scaled(p, *b):
+            loss = self.loss_of(p, *b)
+            return loss * scale, loss  # the loss itself rides along unscaled: scale·loss may not fit in fp16
+
+        grads, (_, loss) = torch.func.grad_and_value(scaled, has_aux=True)(dict(zip(self.names, params)), *batch)
         return (loss, *[grads[k] for k in self.names])
 
     def update(self, *args):
@@ -141,11 +233,11 @@ class StepFunctions:
         return (*new_p, *new_m, *new_v)
 
     def fused(self, *args):
-        """(params…, m…, v…, step, lr, x, y) -> (loss, params'…, m'…, v'…)"""
+        """(params…, m…, v…, step, lr, *batch) -> (loss, params'…, m'…, v'…)"""
         n = self.n
         p, m, v = args[:n], args[n : 2 * n], args[2 * n : 3 * n]
-        step, lr, x, y = args[3 * n :]
-        loss, *grads = self.grad(*p, x, y)
+        step, lr, batch = args[3 * n], args[3 * n + 1], args[3 * n + 2 :]
+        loss, *grads = self.grad(*p, *batch)
         return (loss, *self.update(*p, *m, *v, *grads, step, lr))
 
     # ---- example inputs and I/O names (the graph's signature, also written to the manifest) ----
@@ -154,32 +246,38 @@ class StepFunctions:
         M = [f"m.{k}" for k in self.names]
         V = [f"v.{k}" for k in self.names]
         G = [f"grad.{k}" for k in self.names]
+        B = list(self.objective.batch_names)
         out = lambda xs: [s.replace(".", "_out.", 1) for s in xs]  # noqa: E731
         if kind == "fused":
-            return P + M + V + ["step", "lr", "x", "y"], ["loss", *out(P), *out(M), *out(V)]
+            return P + M + V + ["step", "lr", *B], ["loss", *out(P), *out(M), *out(V)]
         if kind == "grad":
-            return P + ["x", "y"], ["loss", *G]
+            return P + B, ["loss", *G]
+        if kind == "grad_scaled":
+            return P + ["scale", *B], ["loss", *G]
         if kind == "update":
             return P + M + V + G + ["step", "lr"], [*out(P), *out(M), *out(V)]
-        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, update")
+        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, grad_scaled, update")
 
     def example_args(self, kind: str, batch: int, seq_len: int) -> tuple:
         # Every argument a distinct tensor: make_fx maps tensors to graph inputs by identity, so passing one
         # zeros tensor as both m and v would wire both inputs to one placeholder.
-        params = [p.detach().clone() for p in self.model.parameters()]
+        named = dict(self.model.named_parameters())
+        params = [named[k].detach().clone() for k in self.names]
         zeros = lambda: [torch.zeros_like(p) for p in params]  # noqa: E731
-        x = torch.zeros(batch, seq_len, dtype=torch.long)
+        b = self.objective.example_batch(batch, seq_len)
         scalars = [torch.tensor(1.0), torch.tensor(1e-3)]
         if kind == "fused":
-            return (*params, *zeros(), *zeros(), *scalars, x, x.clone())
+            return (*params, *zeros(), *zeros(), *scalars, *b)
         if kind == "grad":
-            return (*params, x, x.clone())
+            return (*params, *b)
+        if kind == "grad_scaled":
+            return (*params, torch.tensor(1024.0), *b)
         if kind == "update":
             return (*params, *zeros(), *zeros(), *zeros(), *scalars)
-        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, update")
+        raise ConfigError(f"unknown graph kind {kind!r}; known: fused, grad, grad_scaled, update")
 
     def fn(self, kind: str):
-        return {"fused": self.fused, "grad": self.grad, "update": self.update}[kind]
+        return {"fused": self.fused, "grad": self.grad, "grad_scaled": self.grad_scaled, "update": self.update}[kind]
 
 
 def _plain_softmax(x, dim, dtype=None):
@@ -205,6 +303,39 @@ def _embedding_backward_matmul(grad_output, indices, num_weights, padding_idx, s
     return oh.t() @ grad_output.reshape(-1, C)  # (V, C)
 
 
+def _embedding_one_hot(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """embedding(weight, ids) as one_hot(ids) @ weight: a MatMul instead of a Gather (the gather-free flavour of a
+    classifier, whose embedding sits inside a Hugging Face backbone npuport does not own)."""
+    oh = (indices.unsqueeze(-1) == torch.arange(weight.shape[0], device=indices.device)).to(weight.dtype)
+    return oh @ weight
+
+
+def _slice_backward_pad(grad_output, input_sizes, dim, start, end, step):
+    """The gradient of x[..., start:end] as a zero Pad around it, not zeros + ScatterND (the exporter's lowering):
+    Hugging Face's rotate_half slices q and k in every layer."""
+    if step != 1:
+        return torch.zeros(input_sizes, dtype=grad_output.dtype).slice_scatter(grad_output, dim, start, end, step)
+    ndim = len(input_sizes)
+    dim = dim % ndim
+    size = input_sizes[dim]
+    start = max(0, start + size if start < 0 else start)
+    end = min(size, end + size if end < 0 else end)
+    pad = [0, 0] * (ndim - dim - 1) + [start, size - end]
+    return torch.nn.functional.pad(grad_output, pad)
+
+
+def _gather_one_hot(input, dim, index, sparse_grad=False):
+    """torch.gather as a one-hot compare + Mul + ReduceSum (BERT's embeddings gather their token-type buffer by
+    position). Only where index and input agree outside `dim`, the case that occurs."""
+    dim = dim % input.ndim
+    if index.ndim != input.ndim or any(index.shape[d] != input.shape[d] for d in range(input.ndim) if d != dim):
+        raise ExportError(f"the gather-free step cannot express gather(input {tuple(input.shape)}, dim {dim}, index "
+                          f"{tuple(index.shape)}); train without --gather-free")
+    inp, idx = input.movedim(dim, -1), index.movedim(dim, -1)  # (A…, n), (A…, m)
+    oh = idx.unsqueeze(-1) == torch.arange(inp.shape[-1], device=idx.device)  # (A…, m, n)
+    return (oh.to(inp.dtype) * inp.unsqueeze(-2)).sum(-1).to(input.dtype).movedim(-1, dim)
+
+
 _DECOMPOSITIONS = {
     torch.ops.aten._safe_softmax.default: _plain_softmax,
     torch.ops.aten.embedding_dense_backward.default: _embedding_backward_matmul,
@@ -221,9 +352,14 @@ def trace_step(fns: StepFunctions, kind: str, batch: int, seq_len: int) -> torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     args = fns.example_args(kind, batch, seq_len)
+    table = dict(_DECOMPOSITIONS)
+    if fns.one_hot_embedding:
+        table[torch.ops.aten.embedding.default] = _embedding_one_hot
+        table[torch.ops.aten.slice_backward.default] = _slice_backward_pad
+        table[torch.ops.aten.gather.default] = _gather_one_hot
     try:
         with sdpa_kernel([SDPBackend.MATH]), torch.no_grad():
-            return make_fx(fns.fn(kind), decomposition_table=_DECOMPOSITIONS, tracing_mode="real")(*args)
+            return make_fx(fns.fn(kind), decomposition_table=table, tracing_mode="real")(*args)
     except Exception as e:  # noqa: BLE001 - re-raised typed with the cause
         raise ExportError(f"tracing the {kind} step failed: {type(e).__name__}: {e}") from e
 
