@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 
-from .common import add_init_flag, positive_int, progress
+from .common import add_init_flag, csv_list, positive_int, progress
 
 
 def register(sub) -> None:
@@ -32,6 +32,16 @@ def register(sub) -> None:
     t.add_argument("--head-lr", type=float, help="learning rate of the new head (default: --lr)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
+    a = t.add_argument_group("training on an accelerator (the step captured as static graphs, one per length bucket)")
+    a.add_argument("--backend", metavar="RUNTIME",
+                   help="run the training step on this runtime (onnxruntime, openvino, iree, qnn, ...: `npuport "
+                        "doctor` lists them); `eager` runs the same static schedule in PyTorch, the control run. "
+                        "Default: the eager trainer (dynamic shapes, dropout on)")
+    a.add_argument("--buckets", type=csv_list("buckets", int), help="training lengths, e.g. 32,64,128 (default 32/64/128/256 up "
+                                                         "to --max-len)")
+    a.add_argument("--gather-free", action="store_true",
+                   help="embedding lookup as a one-hot MatMul inside the graph (NPUs without Gather)")
+    a.add_argument("--threads", type=positive_int, help="runtime threads (default: all cores)")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
@@ -60,7 +70,8 @@ def run(args) -> int:
         cfg = TrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
                           out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
                           patience=args.patience, seed=args.seed, resume=args.resume,
-                          train_top_layers=args.train_top_layers, head_lr=args.head_lr)
+                          train_top_layers=args.train_top_layers, head_lr=args.head_lr, backend=args.backend,
+                          buckets=args.buckets, gather_free=args.gather_free, threads=args.threads)
         s = train(cfg, prog, show_bar=not args.quiet)
         print(f"best epoch {s['best_epoch']} · val F1 {s['best_val_f1']:.4f} · threshold {s['threshold']:.3f} · "
               f"{s['seconds']} s · model: {os.path.join(args.out, 'model')}")
