@@ -35,3 +35,15 @@ def write_result(name: str, data: dict) -> Path:
     atomic_write(path, json.dumps(data, indent=2, default=str) + "\n")
     print(f"wrote {path.relative_to(HERE.parent)}")
     return path
+
+
+def save_plot(fig, ax, name: str, xlabel: str, ylabel: str, title: str) -> str:
+    """Label, lay out and write results/<name>.png; returns the path recorded in the result JSON."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    RESULTS.mkdir(exist_ok=True)
+    fig.savefig(RESULTS / f"{name}.png", dpi=100)
+    return f"results/{name}.png"

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import HERE, meta, write_result
+from common import HERE, meta, save_plot, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
 
@@ -33,6 +33,7 @@ def main():
                     help="eager-jitter: eager from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor")
     ap.add_argument("--name", default="lm_control")
     ap.add_argument("--keep", help="keep the run directories here")
+    ap.add_argument("--eval-every", type=int, default=50)
     a = ap.parse_args()
 
     import matplotlib
@@ -53,7 +54,7 @@ def main():
         jitter = 1e-7 if name.endswith("-jitter") else 0.0
         backend = backend.removesuffix("-jitter")
         cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch, lr=a.lr,
-                          seq_len=a.seq_len, npu_friendly=npu, eval_every=50, ckpt_every=a.steps, init_jitter=jitter)
+                          seq_len=a.seq_len, npu_friendly=npu, eval_every=a.eval_every, ckpt_every=a.steps, init_jitter=jitter)
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
         t0 = time.perf_counter()
@@ -64,8 +65,11 @@ def main():
             "backend": backend, "npu_friendly": npu, "wall_s": round(wall, 1), "setup_s": m["setup_s"],
             "final_loss": r.final_loss, "val_loss": r.val_loss, "val_bpc": m["val_bpc"],
             "tokens_per_s_median": m["tokens_per_s_median"], "n_params": m["n_params"], "peak_rss_mb": m["peak_rss_mb"],
-            "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g["gather_like_ops"], "export_s": g["export_s"]}
+            "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g.get("gather_like_ops"),
+                           "export_s": g["export_s"], **({"host_ops": g["host_ops"]} if "host_ops" in g else {})}
                        for k, g in m["backend"].get("graphs", {}).items()},
+            **({"mixed_precision": m["backend"]["mixed_precision"], "precision": m["backend"]["precision"]}
+               if "mixed_precision" in m["backend"] else {}),
             "val_curve": [(x["step"], x["val_loss"]) for x in read_metrics(run) if "val_loss" in x],
         }
         print(f"{name}: loss {r.final_loss:.4f} val {r.val_loss:.4f} · {m['tokens_per_s_median']:.0f} tok/s · {wall:.0f} s")
@@ -80,15 +84,8 @@ def main():
             out["compare"][name] = c
             print(f"{name} vs {ref}: Pearson {c['pearson']:.6f} · max|Δloss| {c['max_abs_loss_diff']:.2e} · "
                   f"tokens/s {c['tokens_per_s_ratio']:.2f}×")
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (nats/char)")
-    ax.set_title(f"LM control run: preset {a.preset}, {a.steps} steps, lr {a.lr:g}, {Path(a.corpus).name}")
-    ax.legend()
-    fig.tight_layout()
-    plot = HERE / "results" / f"{a.name}.png"
-    plot.parent.mkdir(exist_ok=True)
-    fig.savefig(plot, dpi=100)
-    out["plot"] = f"results/{a.name}.png"
+    out["plot"] = save_plot(fig, ax, a.name, "step", "training loss (nats/char)",
+                            f"LM control run: preset {a.preset}, {a.steps} steps, lr {a.lr:g}, {Path(a.corpus).name}")
     write_result(a.name, out)
 
 

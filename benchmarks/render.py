@@ -236,6 +236,69 @@ def lm_control_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def lm_npu_section(r: dict, link: str) -> list[str]:
+    """Backprop on the Qualcomm HTP simulator vs the eager fp32 control (P9 #4)."""
+    runs = r["runs"]
+    ref = next(iter(runs))
+    out = [f"**LM training on an NPU (P9)** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.3f}M parameters), "
+           f"{r['steps']} steps, batch {r['batch']} × {r['seq_len']} characters of `{Path(r['corpus']).name}`, peak lr "
+           f"{r['lr']:g}, same init, data and schedule. `qnn`: the gradient graph (scaled loss) compiled for the Hexagon HTP "
+           f"in fp16 and executed in Qualcomm's x86 HTP simulator, AdamW in fp32 on the host on fp32 master weights, "
+           f"dynamic loss scaling; `-npu` = the gather-free graph ([script]({link}/lm_control.py), "
+           f"[JSON]({link}/results/{r['_file']}), [plot]({link}/results/{r['plot'].split('/')[-1]})). Steps/s in the "
+           f"simulator are simulation speed, not the chip's. {machine_line(r)}.", "",
+           "| run | final loss | val loss | Pearson vs eager | max abs Δloss | skipped steps | loss scale (min–max) | ops left on the host | steps/s |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        mp = v.get("mixed_precision")
+        host = ", ".join(sorted({o for g in v["graphs"].values() for o in g.get("host_ops", [])})) or ("none" if mp else "—")
+        cmp = f"{c['pearson']:.6f} | {c['max_abs_loss_diff']:.1e}" if c else "(control) | —"
+        sc = f"{mp['skipped_steps']} | {mp['loss_scale_min']:g}–{mp['loss_scale_max']:g}" if mp else "— | —"
+        sps = v["tokens_per_s_median"] / (r["batch"] * r["seq_len"])
+        out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} | {cmp} | {sc} | {host} | {sps:.2f} |")
+    return out
+
+
+def npu_port_section(r: dict, link: str) -> list[str]:
+    """The demo detector and mmBERT-small on the two NPUs that install here (P9 #5)."""
+    out = [f"**The detector on NPUs (P9)** — {r['demo_model']}, buckets {r['buckets']}, calibrated on {r['calibration_rows']} "
+           f"rows of the demo validation split, judged on {r['eval_rows']} rows of the test split "
+           f"([script]({link}/npu_port.py), [JSON]({link}/results/{r['_file']})). What executes here: `simulator` = "
+           f"Qualcomm's x86 HTP simulator running the compiled context binary; `reference` = the TOSA reference model "
+           f"running the exact partitions handed to Vela. Ethos-U speed is Vela's cycle estimate, not a measurement. "
+           f"{machine_line(r)}.", "",
+           "| target | executes | max abs Δlogit (data) | decisions (data) | whole graph on NPU | result | per bucket |",
+           "|---|---|---|---|---|---|---|"]
+    for name, v in r["detector"].items():
+        if "failed" in v:
+            out.append(f"| {name} | — | — | — | — | failed: {v['failed'][-160:]} | — |")
+            continue
+        d = v["parity"].get("data", v["parity"]["probes"])
+        if "per_bucket" in v:
+            per = "; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.2f} ms at {b['clock_mhz']:g} MHz, "
+                            f"fake-quant vs reference {b['proof']['fake_quant_vs_reference_max_abs']:.1e}"
+                            for s, b in v["per_bucket"].items())
+        else:
+            per = "host ops: " + "; ".join(f"{s}: {', '.join(h) or 'none'}" for s, h in v["host_ops"].items())
+        out.append(f"| {name} | {v['executes']} | {d['max_abs_logit_diff']:.1e} | {d['decision_agreement']:.1%} | "
+                   f"{'yes' if v['whole_graph_on_npu'] else 'no'} | {'PASS' if v['pass'] else 'FAIL'} | {per} |")
+    for name, v in r.get("mmbert_small", {}).items():
+        if "failed" in v:
+            chk = v.get("check")
+            pre = (f"`npuport check` ({chk['wall_s']:.0f} s): {chk['verdict'][:300]}" if chk else "—")
+            out.append(f"| mmBERT-small {name} | — | — | — | — | port did not complete ({v['wall_s']:.0f} s): "
+                       f"{v['failed'].strip().splitlines()[-1][:200]} | {pre} |")
+        else:
+            p = v["parity"]["probes"]
+            per = ("; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.1f} ms" for s, b in v["per_bucket"].items())
+                   if "per_bucket" in v else "")
+            out.append(f"| mmBERT-small {name} (probes) | {v['executes']} | {p['max_abs_logit_diff']:.1e} | "
+                       f"{p['decision_agreement']:.1%} | {'yes' if v['whole_graph_on_npu'] else 'no'} | "
+                       f"{'PASS' if v['pass'] else 'FAIL'} | {per} |")
+    return out
+
+
 def lm_throughput_section(r: dict, link: str) -> list[str]:
     out = [f"**LM training throughput** — preset `{r['preset']}` ({r['n_params'] / 1e6:.1f}M parameters), batch {r['batch']} × "
            f"{r['seq_len']}, {r['threads']} threads for every backend, {r['rounds']} interleaved rounds of "
@@ -369,6 +432,34 @@ def goals(results: dict) -> list[str]:
     return out
 
 
+def detector_control_section(r: dict, link: str) -> list[str]:
+    """The detector fine-tuned with its step on static-graph runtimes vs the same schedule in eager PyTorch (P12)."""
+    runs, rc = r["runs"], r["recipe"]
+    ref = next(iter(runs))
+    out = [f"**Detector fine-tuned on static-graph runtimes (P12)** — {r['init']}, top {rc['train_top_layers']} layers "
+           f"+ head trained ({runs[ref]['trained_parameters'] / 1e6:.2f}M parameters), {r['data']}; {rc['epochs']} epochs, "
+           f"batch {rc['batch']}, buckets {'/'.join(map(str, rc['buckets']))}, one step graph per bucket sharing one set "
+           f"of weights. Same init, data order and schedule everywhere; `{ref}` runs the same static schedule in eager "
+           f"PyTorch ([script]({link}/detector_control.py), [JSON]({link}/results/{r['_file']}), "
+           f"[plot]({link}/results/{r['plot'].split('/')[-1]})). {machine_line(r)}.", "",
+           "| run | val F1 | test F1 | Pearson vs control | max abs Δloss | test decisions = control | tokens/s | × control | Gather/Scatter ops |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        gl = ", ".join(sorted({o for g in v["graphs"].values() for o in g["gather_like_ops"] or []})) or (
+            "none" if v["graphs"] else "—")
+        cmp = (f"{c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | {c['test_decision_agreement']:.2%}" if c
+               else "(control) | — | —")
+        ratio = f"{c['tokens_per_s_ratio']:.2f}×" if c else "1.00×"
+        out.append(f"| {n} | {v['best_val_f1']:.4f} | {v['test_f1']:.4f} | {cmp} | {v['tokens_per_s']:.0f} | {ratio} | {gl} |")
+    worst_f1 = max((c["val_f1_diff"] for c in r["compare"].values()), default=0.0)
+    worst_p = min((c["pearson"] for c in r["compare"].values()), default=1.0)
+    out += ["", f"Goals (P12): validation F1 within 0.01 of the control — worst |ΔF1| {worst_f1:.4f}, "
+            f"{'met' if worst_f1 <= 0.01 else 'not met'}; Pearson ≥ 0.9999 — worst {worst_p:.8f}, "
+            f"{'met' if worst_p >= 0.9999 else 'not met'}."]
+    return out
+
+
 def build() -> tuple[str, str]:
     """(RESULTS.md text, README results block), both computed from benchmarks/results/*.json and NOTES.md."""
     sections = []
@@ -378,7 +469,9 @@ def build() -> tuple[str, str]:
                      ("serve_load", serve_section), ("lm_control", lm_control_section),
                      ("lm_throughput", lm_throughput_section), ("lm_vkore46m", lm_throughput_section),
                      ("lm_control_lr3e-3", lm_control_section), ("lm_gpu_control", lm_gpu_section),
-                     ("lm_distributed", lm_distributed_section), ("iree_flags", iree_flags_section)):
+                     ("lm_distributed", lm_distributed_section), ("iree_flags", iree_flags_section),
+                     ("npu_port", npu_port_section), ("lm_qnn_control", lm_npu_section),
+                     ("detector_control", detector_control_section)):
         r = load(name)
         if r:
             r["_file"] = f"{name}.json"
@@ -394,7 +487,8 @@ def build() -> tuple[str, str]:
     for name, r, fn in sections:
         if name in ("port_mmbert_base_512", "demo", "demo_init", "pretrained_minilm", "b1_latency_mmbert_base_512", "b1_peers",
                     "b2_buckets", "lm_control",
-                    "lm_throughput", "lm_vkore46m", "lm_gpu_control", "lm_distributed"):
+                    "lm_throughput", "lm_vkore46m", "lm_gpu_control", "lm_distributed", "npu_port", "lm_qnn_control",
+                    "detector_control"):
             block += fn(r, "benchmarks") + [""]
     return "\n".join(body), "\n".join(block)
 
