@@ -13,8 +13,12 @@ import time
 from common import meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
+from npuport.spec import QuantOptions
 from npuport.runtimes import ShapeSpec, get_runtime
 from npuport.ui import Progress
+
+# These figures are ONNX Runtime's dynamic int8, measured not gated (static, calibrated int8: p11_int8.py)
+DYNAMIC = QuantOptions(mode="dynamic", min_agreement=0)
 
 
 def main():
@@ -37,7 +41,7 @@ def main():
         fp32 = port(PortConfig(source=src, out=f"{tmp}/art", backends=runtimes, shapes=shapes,
                                capture_methods=("trace",), bench_runs=1), prog)
         int8 = port(PortConfig(source=src, out=f"{tmp}/int8", backends=("onnxruntime",), shapes=shapes, precision="int8",
-                               capture_methods=(), bench_runs=1), prog)
+                               capture_methods=(), bench_runs=1, quant=DYNAMIC), prog)
         shutil.move(f"{tmp}/int8/onnxruntime-int8", f"{tmp}/art/onnxruntime-int8")
         vs = ("eager",) if args.no_compile else ("eager", "torch.compile")
         res = bench(BenchConfig(artifact_dir=f"{tmp}/art", vs=vs, runs=args.runs, warmup=2), prog)

@@ -22,7 +22,7 @@ from .fsio import atomic_write, staged_output, write_json_atomic
 from .machine import machine, peak_rss_mb, versions
 from .manifest import Manifest, RuntimeInfo
 from .runtimes import feeds_of, get_runtime, runtime_names
-from .spec import CompileSpec, ShapeSpec
+from .spec import INTEGER_PRECISIONS, CompileSpec, QuantOptions, ShapeSpec
 from .task import Task
 from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, max_positions, state_fingerprint
 from .router import BucketRouter
@@ -113,6 +113,7 @@ class PortConfig:
     device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
     eval_data: str | None = None
     calibration_data: str | None = None  # rows that calibrate static int8 / int16 (default: the eval data)
+    quant: QuantOptions = field(default_factory=QuantOptions)  # integer precisions: how, and the bar they must clear
     capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
     bench_runs: int = 5
     overwrite: bool = False
@@ -214,6 +215,12 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
             art = stage / f"{name}-{prec}"
             manifest, compile_s = _compile_one(name, captured, inputs, proof, ref, art, progress)
             figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
+            refusal = _refusal(name, prec, figs, cfg.quant, manifest.runtime.meta)
+            if refusal:  # decisions lost: the artifact is not written (it only ever lived in the staging directory)
+                shutil.rmtree(art)
+                report["backends"][name] = {prec: refusal}
+                progress(f"{name}: refused: {refusal['reason']}")
+                continue
             manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
             manifest.runtime.execution_precision = exec_prec
             write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
@@ -222,7 +229,7 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
                 **summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
                 "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
                 **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
-                **_npu_facts(manifest.runtime.meta)}}
+                **_npu_facts(manifest.runtime.meta), **_quant_facts(manifest.runtime.meta)}}
             progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
                      f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
         captured.release()
@@ -247,6 +254,14 @@ def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str |
 def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
     specs = compile_specs(cfg.backends, cfg.shapes, cfg.precision, cfg.device)
+    lossy = sorted({s.precision for s in specs.values() if s.precision in INTEGER_PRECISIONS})
+    if lossy and cfg.quant.min_agreement > 0 and not cfg.eval_data:
+        raise ConfigError(f"--precision {lossy[0]} is checked on data before an artifact is written: pass --eval-data "
+                          f"FILE (labelled rows like the ones you will serve), or --min-agreement 0 to skip the check")
+    if cfg.quant.mode == "dynamic" and any(n != "onnxruntime" for n, s in specs.items() if s.precision == "int8"):
+        raise ConfigError("--quantization dynamic is ONNX Runtime's; the other runtimes quantise statically")
+    specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
+             else s for n, s in specs.items()}
     progress("loading model")
     model = cfg.source.load()
     _check_lengths(model, cfg.shapes)
@@ -349,8 +364,39 @@ def _write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start
     return report
 
 
+def _refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: dict) -> dict | None:
+    """An integer artifact whose decisions on the eval data fall below --min-agreement is refused, with the figure
+    and what to try next (the groups that cost most when quantised alone, where they were measured)."""
+    if precision not in INTEGER_PRECISIONS or quant.min_agreement <= 0 or "data" not in figs:
+        return None
+    agree = figs["data"]["decision_agreement"]
+    if agree >= quant.min_agreement:
+        return None
+    sens = meta.get("sensitivity") or {}
+    worst = sorted(sens, key=lambda g: (sens[g]["decision_agreement"], -sens[g]["max_abs_logit_diff"]))[:2]
+    hint = (f"--keep-fp32 {','.join(worst)} (the groups that cost most alone, see the report)" if worst else
+            "--sensitivity to measure which groups cost most, then --keep-fp32 GROUP,... (embeddings, attention, "
+            "head, layer.N)")
+    if quant.method == "minmax" and name == "onnxruntime":
+        hint += ", or --calibration-method percentile"
+    reason = (f"decision agreement {agree:.2%} on the eval data is below --min-agreement {quant.min_agreement:.2%} "
+              f"(max |Δlogit| {figs['data']['max_abs_logit_diff']:.3g}); try {hint}")
+    return {"refused": True, "pass": False, "reason": reason, "decision_agreement": agree,
+            "max_abs_logit_diff": figs["data"]["max_abs_logit_diff"], "min_agreement": quant.min_agreement,
+            "parity": figs, **({"sensitivity": sens} if sens else {})}
+
+
+def _quant_facts(meta: dict) -> dict:
+    """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
+    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "sensitivity")
+    facts = {k: meta[k] for k in keys if k in meta}
+    return {"quant": facts} if facts else {}
+
+
 def _npu_facts(meta: dict) -> dict:
     """What an NPU runtime's manifest says about placement (and, for Ethos-U, Vela's estimates), for report.md."""
+    if "whole_graph_on_npu" not in meta:
+        return {}
     keys = ("whole_graph_on_npu", "host_ops", "executes_on", "calibration", "quantization", "target")
     facts = {k: meta[k] for k in keys if k in meta}
     if "shapes" in meta:

@@ -56,17 +56,41 @@ def port_markdown(r: dict) -> str:
         "| backend | precision | max abs Δlogit | max abs Δprob | decision agreement | p50 ms | p99 ms | compile s | disk MB | result |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    refused = []
     for b, per in r["backends"].items():
         for prec, v in per.items():
+            if v.get("refused"):
+                lines.append(f"| {b} | {prec} | {_f(v['max_abs_logit_diff'])} | — | {v['decision_agreement']:.2%} | — | — "
+                             f"| — | — | REFUSED (no artifact written) |")
+                refused.append((b, prec, v))
+                continue
             lines.append(
                 f"| {b} | {prec}{' (ran ' + v['execution_precision'] + ')' if v.get('execution_precision') else ''} | "
                 f"{_f(v['max_abs_logit_diff'])} | {_f(v['max_abs_prob_diff'])} | {v['decision_agreement']:.2%} | "
                 f"{v['p50_ms']:.1f} | {v['p99_ms']:.1f} | {v['compile_seconds']} | {v['disk_mb']} | "
                 f"{'PASS' if v['pass'] else 'FAIL'} |"
             )
+    for b, prec, v in refused:
+        lines += ["", f"**{b} {prec} refused**: {v['reason']}"]
+    lines += _sensitivity_lines(r)
     lines += _npu_lines(r)
     lines.append("")
     return "\n".join(lines)
+
+
+def _sensitivity_lines(r: dict) -> list[str]:
+    """Per quantisation group, what quantising it alone costs (`port --sensitivity`)."""
+    out = []
+    for b, per in r["backends"].items():
+        for prec, v in per.items():
+            sens = v.get("sensitivity") or (v.get("quant") or {}).get("sensitivity")
+            if not sens:
+                continue
+            out += ["", f"## {b} ({prec}): sensitivity — each group quantised alone, the rest in float", "",
+                    "| group | max abs Δlogit | decision agreement |", "|---|---|---|"]
+            out += [f"| {g} | {_f(x['max_abs_logit_diff'])} | {x['decision_agreement']:.2%} |"
+                    for g, x in sorted(sens.items(), key=lambda kv: -kv[1]["max_abs_logit_diff"])]
+    return out
 
 
 def _npu_lines(r: dict) -> list[str]:

@@ -55,6 +55,42 @@ class ShapeSpec:
         return cls(batch_sizes=tuple(d["batch_sizes"]), buckets=tuple(d["buckets"]))
 
 
+INTEGER_PRECISIONS = ("int8", "int16")  # lossy by construction: their decisions are checked on data
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuantOptions:
+    """How an integer precision is made, and the bar it must clear (`port --precision int8|int16`).
+
+    min_agreement: the share of eval rows whose decision must equal the fp32 reference's; below it, port refuses to
+    write the artifact (0 turns the check off). mode: static (calibrated activations) or dynamic (ONNX Runtime only).
+    keep_fp32: quantisation groups left in float (embeddings, attention, head, layer.N). sensitivity: measure every
+    group's cost alone and record it in the manifest and report."""
+
+    method: str = "minmax"
+    mode: str = "static"
+    keep_fp32: tuple[str, ...] = ()
+    sensitivity: bool = False
+    min_agreement: float = 0.995
+
+    def __post_init__(self):
+        from .static.quantize import CALIBRATION_METHODS, NAMED_GROUPS
+
+        if self.method not in CALIBRATION_METHODS:
+            raise ConfigError(f"--calibration-method {self.method!r}: choose one of {', '.join(CALIBRATION_METHODS)}")
+        if self.mode not in ("static", "dynamic"):
+            raise ConfigError(f"--quantization {self.mode!r}: choose static or dynamic")
+        for g in self.keep_fp32:
+            if g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
+                raise ConfigError(f"--keep-fp32 {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
+        if not 0.0 <= self.min_agreement <= 1.0:
+            raise ConfigError(f"--min-agreement {self.min_agreement}: give a share between 0 and 1, e.g. 0.995")
+
+    def options(self) -> dict:
+        return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.keep_fp32),
+                "sensitivity": self.sensitivity}
+
+
 @dataclass(frozen=True, kw_only=True)
 class CompileSpec:
     shapes: ShapeSpec

