@@ -72,6 +72,10 @@ def port_markdown(r: dict) -> str:
             )
     for b, prec, v in refused:
         lines += ["", f"**{b} {prec} refused**: {v['reason']}"]
+    for b, per in r["backends"].items():
+        for prec, v in per.items():
+            if v.get("decisions_unchecked"):
+                lines += ["", f"**{b} {prec}**: {v['decisions_unchecked']}."]
     lines += _sensitivity_lines(r)
     lines += _npu_lines(r)
     lines.append("")
