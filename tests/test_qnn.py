@@ -71,7 +71,7 @@ def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_d
     bad = tmp_path / "calib.jsonl"
     bad.write_text('{"persona": "x"}\n')
     assert main(["-q", "port", str(tiny_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16", "--backend", "qnn",
-                 "--precision", "int8", "--calibration-data", str(bad)]) == 2
+                 "--precision", "int8", "--calibration-data", str(bad), "--min-agreement", "0"]) == 2
     assert "calib.jsonl" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
