@@ -61,12 +61,15 @@ def reference_loss(model, ids, mask, labels, weights):
 def case(request, tmp_path_factory):
     backend, preset = request.param
     model = model_of(preset)
-    return backend, preset, {
+    runners = {
         "fused": runner_for(backend, copy.deepcopy(model), tmp_path_factory.mktemp("fused")),
         # one bucket for the split form (CI time: every graph is a compile); the fused form covers two
         "split-npu": runner_for(backend, copy.deepcopy(model), tmp_path_factory.mktemp("split"), form="split",
                                 gather_free=True, buckets=BUCKETS[:1]),
     }
+    yield backend, preset, runners
+    for r in runners.values():  # sessions released here, not by the cyclic collector at some later test's gc
+        r.close()
 
 
 def plan_for(runner, n, seed=0):

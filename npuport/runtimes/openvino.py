@@ -5,6 +5,8 @@ buffers."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import warnings
 from pathlib import Path
 
@@ -15,6 +17,32 @@ from .registry import register_runtime
 
 # int8 IRs carry their FakeQuantize ops; what is not quantised runs in f32
 OV_PRECISION = {"fp32": "f32", "fp16": "f16", "bf16": "bf16", "int8": "f32"}
+
+
+class _Stack(ctypes.Structure):
+    _fields_ = [("ss_sp", ctypes.c_void_p), ("ss_flags", ctypes.c_int), ("ss_size", ctypes.c_size_t)]
+
+
+@contextlib.contextmanager
+def signal_stack_kept():
+    """Put the calling thread's alternate signal stack back after OpenVINO compiles.
+
+    OpenVINO's CPU plugin (2026.4, measured) installs an 11,568-byte alternate signal stack (sigaltstack) on the
+    thread that calls compile_model, in memory that goes away with the compiled model. Python runs its signal
+    handlers on the alternate stack, so after that model is freed, a Ctrl-C (or any handled signal) segfaults the
+    process instead of raising KeyboardInterrupt: CI's Ctrl-C test died with exit 139 after an OpenVINO training
+    test. Linux only (elsewhere a no-op)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        before = _Stack()
+        ok = libc.sigaltstack(None, ctypes.byref(before)) == 0
+    except (OSError, AttributeError):
+        ok = False
+    try:
+        yield
+    finally:
+        if ok:
+            libc.sigaltstack(ctypes.byref(before), None)
 
 
 def compile_config(precision: str = "fp32", threads: int | None = None) -> dict:
@@ -39,7 +67,8 @@ class OvSession(Session):
         for b, t in self.shapes:
             m = model.clone() if len(self.shapes) > 1 else model
             m.reshape({m.inputs[0]: [b, t], m.inputs[1]: [b, t]})
-            cm = core.compile_model(m, device, config)
+            with signal_stack_kept():
+                cm = core.compile_model(m, device, config)
             self.compiled[(b, t)] = cm
             self.requests[(b, t)] = cm.create_infer_request()
             hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
@@ -59,7 +88,8 @@ class OvExecutor(Executor):
         core = ov.Core()
         model = core.read_model(str(graph.onnx))
         # symbolic dims (graph.dims) stay dynamic: OpenVINO's CPU plugin infers them per call
-        cm = core.compile_model(model, device.upper(), compile_config("fp32", threads))
+        with signal_stack_kept():
+            cm = core.compile_model(model, device.upper(), compile_config("fp32", threads))
         self.request = cm.create_infer_request()
         self.input_names = [i.any_name for i in model.inputs]
         self.output_names = [o.any_name for o in model.outputs]
@@ -76,6 +106,10 @@ class OvExecutor(Executor):
         for i, a in enumerate(outputs):  # OpenVINO writes into our numpy buffers
             req.set_output_tensor(i, ov.Tensor(a, shared_memory=True))
         req.infer()
+
+    def close(self):
+        # The request holds tensors that share memory with the caller's buffers: drop it first, deterministically.
+        self.request = None
 
 
 @register_runtime
@@ -156,7 +190,7 @@ def _nncf_int8(model, captured, spec):
     import logging
 
     nncf.set_log_level(logging.ERROR)  # its progress bars would break npuport's own status line
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), signal_stack_kept():  # NNCF compiles the model to calibrate it
         warnings.simplefilter("ignore")
         q = nncf.quantize(model, data, preset=preset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
                           ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None)

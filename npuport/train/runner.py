@@ -66,6 +66,9 @@ class StepRunner:
     def apply(self, grads, t: int, lr: float) -> None: ...
     def fused_step(self, t: int, lr: float, *batch) -> float: ...
 
+    def close(self) -> None:
+        """Release runtime sessions (graph runners); eager holds none."""
+
     def step(self, t: int, lr: float, *batch) -> float:
         if self.form == "fused":
             return self.fused_step(t, lr, *batch)
@@ -244,6 +247,13 @@ class GraphRunner(StepRunner):
         step, lr_ = self._scalars(t, lr)
         self.executors["update"].run_into([*self.cur, *grads, step, lr_], list(self.nxt))
         self.cur, self.nxt = self.nxt, self.cur
+
+    def close(self) -> None:
+        """Release the runtime sessions now, before the state buffers they write into (a runner sits in reference
+        cycles, so otherwise the cyclic collector frees them later, in whatever order and at whatever moment)."""
+        for ex in self.executors.values():
+            ex.close()
+        self.executors.clear()
 
 
 def _feeds(batch) -> list[np.ndarray]:
