@@ -123,3 +123,14 @@ def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_mod
     assert "ONNX Runtime's" in capsys.readouterr().err
     assert _port(tiny_model_dir, tmp_path / "e", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--min-agreement", "1.5") == 2
+
+
+def test_histogram_calibration_over_several_buckets(tiny_model_dir, eval_jsonl, tmp_path):
+    """Percentile calibration stacks batches into one array: with two buckets it calibrates on the largest one."""
+    out = tmp_path / "o"
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--buckets", "16,32", "--precision", "int8",
+                 "--backend", "onnxruntime", "--eval-data", str(eval_jsonl), "--calibration-method", "percentile",
+                 "--min-agreement", "0", "--bench-runs", "1"]) in (0, 1)
+    (art,) = find_artifacts(out)
+    meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
+    assert meta["calibration_method"] == "percentile" and meta["calibration_batches"] == 12  # the 32-token batches

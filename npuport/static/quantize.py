@@ -148,6 +148,11 @@ def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minm
         raise ConfigError(f"--calibration-method {method!r}: choose one of {', '.join(CALIBRATION_METHODS)}")
     if not feeds:
         raise ConfigError("static quantisation needs calibration rows: pass --calibration-data or --eval-data")
+    if method != "minmax":
+        # ORT's histogram calibrators stack every batch into one array: one shape only. The largest bucket's rows
+        # (every calibration row fits it; padding is masked) stand for all buckets.
+        big = max(f["input_ids"].shape for f in feeds)
+        feeds = [f for f in feeds if f["input_ids"].shape == big]
     groups = node_groups(src)
     check_keep(keep_fp32, groups)
     excluded = set(attention_mask_nodes(src))
