@@ -35,10 +35,11 @@ EXECUTES = ("executes", "simulator", "reference", "compile-only")
 
 @dataclass(frozen=True, kw_only=True)
 class Graph:
-    """A static graph to run: the standard-ONNX file every graph runtime accepts, plus the torch form for runtimes
-    that compile from FX (AOTInductor). `dims` pins symbolic dimensions by name."""
+    """A static graph to run: the standard-ONNX file every ONNX-compiling runtime accepts, and the torch form for
+    runtimes that compile from FX (AOTInductor; for those no ONNX file is written: `onnx` is None). `dims` pins
+    symbolic dimensions by name."""
 
-    onnx: Path
+    onnx: Path | None
     workdir: Path  # where a runtime may write what it compiles from this graph
     name: str = "graph"
     dims: dict[str, int] = field(default_factory=dict)
@@ -98,6 +99,8 @@ class Runtime:
     default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
+    # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
+    measures_sensitivity: ClassVar[bool] = False
     # what `open` and `open_graph` build: Session(directory, manifest, threads), Executor(graph, threads, device)
     session_class: ClassVar[type | None] = None
     executor_class: ClassVar[type | None] = None

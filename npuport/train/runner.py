@@ -27,7 +27,8 @@ import torch
 
 from ..errors import BackendUnavailable, ConfigError
 from ..fsio import write_json_atomic
-from .step import FORMS, GATHER_LIKE, OptimConfig, StepFunctions, eager_optimizer, export_step_onnx, trace_step
+from .step import (FORMS, GATHER_LIKE, GATHER_LIKE_ATEN, OptimConfig, StepFunctions, eager_optimizer, export_step_onnx,
+                   fx_op_types, trace_step)
 
 
 def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> "StepRunner":
@@ -182,12 +183,19 @@ class GraphRunner(StepRunner):
         names = [(k, t) for k in kinds for t in (self.seq_lens if k != "update" else self.seq_lens[:1])]
         self.graphs: dict[str, dict] = {}
         self.executors = {}
+        # A runtime that compiles from FX (AOTInductor) gets the traced graph alone: an ONNX export it never reads
+        # would cost as long as tracing and lowering together (~30 s per graph for the `tiny` step, measured).
+        from_onnx = "onnx" in runtime.compiles_from
         for kind, t in names:
             key = kind + ("" if len(self.seq_lens) == 1 or kind == "update" else f"_{self.batch}x{t}")
-            self.graphs[key] = self._export(kind, key, t)
-            graph = Graph(onnx=self.workdir / self.graphs[key]["file"], workdir=self.compiled_dir, name=key,
-                          fx=lambda k=kind, t=t: (trace_step(self.fns, k, self.batch, t),
-                                                  self.fns.example_args(k, self.batch, t)))
+            if from_onnx:
+                self.graphs[key] = self._export(kind, key, t)
+                fx = lambda k=kind, t=t: (trace_step(self.fns, k, self.batch, t), self.fns.example_args(k, self.batch, t))  # noqa: E731
+            else:
+                self.graphs[key], traced = self._trace(kind, t)
+                fx = lambda traced=traced: traced  # noqa: E731
+            onnx = self.workdir / self.graphs[key]["file"] if from_onnx else None
+            graph = Graph(onnx=onnx, workdir=self.compiled_dir, name=key, fx=fx)
             t0 = time.perf_counter()
             self.executors[key] = runtime.open_graph(graph, self.threads)
             self.graphs[key]["open_s"] = round(time.perf_counter() - t0, 2)
@@ -202,6 +210,15 @@ class GraphRunner(StepRunner):
         named = dict(model.named_parameters())
         self.set_state([named[k].detach() for k in self.fns.names], *[[np.zeros(s, np.float32) for s in shapes]] * 2)
         self.n = self.fns.n
+
+    def _trace(self, kind: str, seq_len: int) -> tuple[dict, tuple]:
+        """The step as an ATen graph, and what the graph info says of it (op types, gather-like ops)."""
+        t0 = time.perf_counter()
+        gm = trace_step(self.fns, kind, self.batch, seq_len)
+        ops = fx_op_types(gm)
+        info = {"file": None, "format": "fx", "trace_s": round(time.perf_counter() - t0, 2), "op_types": ops,
+                "gather_like_ops": sorted(o for o in ops if o in GATHER_LIKE_ATEN)}
+        return info, (gm, self.fns.example_args(kind, self.batch, seq_len))
 
     def _export(self, kind: str, name: str, seq_len: int) -> dict:
         path = self.workdir / f"{name}.onnx"

@@ -446,3 +446,13 @@ def op_types(model) -> dict[str, int]:
 
 
 GATHER_LIKE = ("Gather", "GatherElements", "GatherND", "Scatter", "ScatterElements", "ScatterND")
+# The same family in an ATen (FX) graph, for runtimes that compile the traced step without ONNX (AOTInductor)
+GATHER_LIKE_ATEN = ("aten.embedding", "aten.embedding_dense_backward", "aten.gather", "aten.index", "aten.index_select",
+                    "aten.index_put", "aten.scatter", "aten.scatter_add", "aten.scatter_reduce", "aten.take")
+
+
+def fx_op_types(gm: torch.fx.GraphModule) -> dict[str, int]:
+    """ATen ops of a traced step, by packet (aten.mm, not aten.mm.default): what op_types says of an ONNX graph."""
+    c: Counter = Counter(str(n.target).rsplit(".", 1)[0] for n in gm.graph.nodes if n.op == "call_function"
+                         and str(n.target).startswith("aten."))
+    return dict(sorted(c.items()))
