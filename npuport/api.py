@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from . import __version__
+from . import __version__, gate
 from .artifact import check_files, find_artifacts, load_session, read_manifest, write_manifest
 from .bench import summarize, time_calls
 from .errors import ArtifactError, BackendUnavailable, ConfigError
@@ -211,34 +211,64 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
                   "precision": cfg.precision or "each runtime's default", "capture": proof, "backends": {},
                   "machine": machine()}
         for name in cfg.backends:
-            prec = inputs.specs[name].precision
-            art = stage / f"{name}-{prec}"
-            manifest, compile_s = _compile_one(name, captured, inputs, proof, ref, art, progress)
-            figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
-            refusal = _refusal(name, prec, figs, cfg.quant, manifest.runtime.meta)
-            if refusal:  # decisions lost: the artifact is not written (it only ever lived in the staging directory)
-                shutil.rmtree(art)
-                report["backends"][name] = {prec: refusal}
-                progress(f"{name}: refused: {refusal['reason']}")
-                continue
-            manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
-            manifest.runtime.execution_precision = exec_prec
-            write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
-            summary = _parity_summary(figs)
-            report["backends"][name] = {prec: {
-                **summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
-                "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
-                **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
-                **_npu_facts(manifest.runtime.meta), **_quant_facts(manifest.runtime.meta)}}
-            if prec in INTEGER_PRECISIONS and "data" not in figs:
-                report["backends"][name][prec]["decisions_unchecked"] = (
-                    "no --eval-data: decisions on real rows were not checked against --min-agreement")
-                progress(f"{name}: {prec} decisions not checked on data (pass --eval-data)")
-            progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
-                     f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
+            report["backends"][name] = _port_one(name, captured, inputs, proof, ref, stage, cfg, progress)
         captured.release()
         shutil.rmtree(stage / ".capture", ignore_errors=True)
         return _write_report(report, stage, proof, cfg, t_start)
+
+
+def _port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, stage: Path, cfg: PortConfig,
+              progress: Progress) -> dict:
+    """Compile, check and (if it clears the bar) write one runtime's artifact; its entry in the report.
+
+    An integer artifact below --min-agreement is refused (npuport/gate.py). With --keep-fp32 auto it is quantised
+    again with the costliest group kept in float, one group at a time, before it is refused."""
+    spec = inputs.specs[name]
+    prec, art, tried = spec.precision, stage / f"{name}-{spec.precision}", []
+    while True:
+        manifest, compile_s = _compile_one(name, spec, captured, inputs, proof, ref, art, progress)
+        figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
+        meta = manifest.runtime.meta
+        if tried:  # measured once, on the first round; later rounds rank by it
+            meta["sensitivity"] = tried[0]["sensitivity"]
+        refusal = gate.refusal(name, prec, figs, cfg.quant, meta)
+        if refusal is None:
+            break
+        shutil.rmtree(art)  # decisions lost: the artifact is not written (it only ever lived in the staging dir)
+        kept = tuple(spec.options.get("keep_fp32", ()))
+        tried.append({"kept_fp32": list(kept), "decision_agreement": refusal["decision_agreement"],
+                      "max_abs_logit_diff": refusal["max_abs_logit_diff"], "sensitivity": meta.get("sensitivity", {})})
+        nxt = gate.next_group(meta.get("sensitivity") or {}, kept) if cfg.quant.auto_keep else None
+        if nxt is None:
+            if cfg.quant.auto_keep:
+                refusal["reason"] += f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group in float)"
+                refusal["auto_keep"] = _rounds(tried)
+            progress(f"{name}: refused: {refusal['reason']}")
+            return {prec: refusal}
+        progress(f"{name}: decisions {refusal['decision_agreement']:.2%} < {cfg.quant.min_agreement:.2%}; keeping {nxt} "
+                 f"in fp32 too (--keep-fp32 auto)")
+        spec = dataclasses.replace(spec, options={**spec.options, "keep_fp32": [*kept, nxt], "sensitivity": False})
+    if tried:
+        meta["auto_keep"] = _rounds(tried)
+    manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
+    manifest.runtime.execution_precision = exec_prec
+    write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
+    summary = _parity_summary(figs)
+    entry = {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
+             "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
+             **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
+             **_npu_facts(meta), **gate.quant_facts(meta)}
+    if prec in INTEGER_PRECISIONS and "data" not in figs:
+        entry["decisions_unchecked"] = "no --eval-data: decisions on real rows were not checked against --min-agreement"
+        progress(f"{name}: {prec} decisions not checked on data (pass --eval-data)")
+    progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
+             f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
+    return {prec: entry}
+
+
+def _rounds(tried: list[dict]) -> list[dict]:
+    """The refused rounds of --keep-fp32 auto, for the manifest and report (sensitivity is recorded once)."""
+    return [{k: v for k, v in t.items() if k != "sensitivity"} for t in tried]
 
 
 def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str | None) -> dict[str, CompileSpec]:
@@ -264,6 +294,12 @@ def _load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         raise ConfigError(f"--precision {cfg.precision} is checked on data before an artifact is written: pass "
                           f"--eval-data FILE (labelled rows like the ones you will serve), or --min-agreement 0 to skip "
                           f"the check")
+    lacking = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS and not get_runtime(n).measures_sensitivity]
+    if (cfg.quant.auto_keep or cfg.quant.sensitivity) and lacking:
+        able = [n for n in runtime_names() if get_runtime(n).measures_sensitivity]
+        raise ConfigError(f"{'--keep-fp32 auto' if cfg.quant.auto_keep else '--sensitivity'} measures each "
+                          f"quantisation group's cost, which {', '.join(lacking)} cannot do; runtimes that can: "
+                          f"{', '.join(able)} (or name the groups: --keep-fp32 GROUP,...)")
     if cfg.quant.mode == "dynamic" and any(n != "onnxruntime" for n, s in specs.items() if s.precision == "int8"):
         raise ConfigError("--quantization dynamic is ONNX Runtime's; the other runtimes quantise statically")
     specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
@@ -314,9 +350,10 @@ def _reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:
     return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, task=Task.from_spec(model.spec.to_json()))
 
 
-def _compile_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path, progress: Progress):
+def _compile_one(name: str, spec: CompileSpec, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path,
+                 progress: Progress):
     """Stage 4, compile one runtime: its files, the proof inputs, the tokenizer, and the manifest (not yet written)."""
-    runtime, spec, model = get_runtime(name), inputs.specs[name], inputs.model
+    runtime, model = get_runtime(name), inputs.model
     progress(f"{name}: compiling {len(spec.shapes.shapes())} shape(s) at {spec.precision}")
     t0 = time.perf_counter()
     meta = runtime.compile(captured, spec, art)
@@ -368,35 +405,6 @@ def _write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start
     write_json_atomic(out / "report.json", report)
     atomic_write(out / "report.md", port_markdown(report))
     return report
-
-
-def _refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: dict) -> dict | None:
-    """An integer artifact whose decisions on the eval data fall below --min-agreement is refused, with the figure
-    and what to try next (the groups that cost most when quantised alone, where they were measured)."""
-    if precision not in INTEGER_PRECISIONS or quant.min_agreement <= 0 or "data" not in figs:
-        return None
-    agree = figs["data"]["decision_agreement"]
-    if agree >= quant.min_agreement:
-        return None
-    sens = meta.get("sensitivity") or {}
-    worst = sorted(sens, key=lambda g: (sens[g]["decision_agreement"], -sens[g]["max_abs_logit_diff"]))[:2]
-    hint = (f"--keep-fp32 {','.join(worst)} (the groups that cost most alone, see the report)" if worst else
-            "--sensitivity to measure which groups cost most, then --keep-fp32 GROUP,... (embeddings, attention, "
-            "head, layer.N)")
-    if quant.method == "minmax" and name == "onnxruntime":
-        hint += ", or --calibration-method percentile"
-    reason = (f"decision agreement {agree:.2%} on the eval data is below --min-agreement {quant.min_agreement:.2%} "
-              f"(max |Δlogit| {figs['data']['max_abs_logit_diff']:.3g}); try {hint}")
-    return {"refused": True, "pass": False, "reason": reason, "decision_agreement": agree,
-            "max_abs_logit_diff": figs["data"]["max_abs_logit_diff"], "min_agreement": quant.min_agreement,
-            "parity": figs, **({"sensitivity": sens} if sens else {})}
-
-
-def _quant_facts(meta: dict) -> dict:
-    """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
-    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "sensitivity")
-    facts = {k: meta[k] for k in keys if k in meta}
-    return {"quant": facts} if facts else {}
 
 
 def _npu_facts(meta: dict) -> dict:

@@ -76,10 +76,28 @@ def port_markdown(r: dict) -> str:
         for prec, v in per.items():
             if v.get("decisions_unchecked"):
                 lines += ["", f"**{b} {prec}**: {v['decisions_unchecked']}."]
+    lines += _auto_keep_lines(r)
     lines += _sensitivity_lines(r)
     lines += _npu_lines(r)
     lines.append("")
     return "\n".join(lines)
+
+
+def _auto_keep_lines(r: dict) -> list[str]:
+    """The rounds of `--keep-fp32 auto`: what was kept in float and what the decisions were each time."""
+    out = []
+    for b, per in r["backends"].items():
+        for prec, v in per.items():
+            rounds = v.get("auto_keep") or (v.get("quant") or {}).get("auto_keep")
+            if not rounds:
+                continue
+            final = "refused" if v.get("refused") else f"written: {v['decision_agreement']:.2%} keeping " + (
+                ", ".join(v["quant"]["kept_fp32"]) or "nothing") + " in fp32"
+            out += ["", f"## {b} ({prec}): --keep-fp32 auto — {len(rounds)} round(s) below the bar, then {final}", "",
+                    "| kept in fp32 | decision agreement | max abs Δlogit |", "|---|---|---|"]
+            out += [f"| {', '.join(t['kept_fp32']) or '—'} | {t['decision_agreement']:.2%} | {_f(t['max_abs_logit_diff'])} |"
+                    for t in rounds]
+    return out
 
 
 def _sensitivity_lines(r: dict) -> list[str]:

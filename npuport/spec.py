@@ -64,8 +64,9 @@ class QuantOptions:
 
     min_agreement: the share of eval rows whose decision must equal the fp32 reference's; below it, port refuses to
     write the artifact (0 turns the check off). mode: static (calibrated activations) or dynamic (ONNX Runtime only).
-    keep_fp32: quantisation groups left in float (embeddings, attention, head, layer.N). sensitivity: measure every
-    group's cost alone and record it in the manifest and report."""
+    keep_fp32: quantisation groups left in float (embeddings, attention, head, layer.N); "auto" among them: measure
+    every group's cost and keep the costliest in float, one at a time, until min_agreement holds (npuport/gate.py).
+    sensitivity: measure every group's cost alone and record it in the manifest and report."""
 
     method: str = "minmax"
     mode: str = "static"
@@ -81,14 +82,26 @@ class QuantOptions:
         if self.mode not in ("static", "dynamic"):
             raise ConfigError(f"--quantization {self.mode!r}: choose static or dynamic")
         for g in self.keep_fp32:
-            if g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
+            if g != "auto" and g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
                 raise ConfigError(f"--keep-fp32 {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
         if not 0.0 <= self.min_agreement <= 1.0:
             raise ConfigError(f"--min-agreement {self.min_agreement}: give a share between 0 and 1, e.g. 0.995")
+        if self.auto_keep and (self.min_agreement <= 0 or self.mode != "static"):
+            raise ConfigError("--keep-fp32 auto keeps groups in float until --min-agreement holds on --eval-data: it "
+                              "needs static quantisation and a --min-agreement above 0")
+
+    @property
+    def auto_keep(self) -> bool:
+        return "auto" in self.keep_fp32
+
+    @property
+    def fixed_keep(self) -> tuple[str, ...]:
+        """The groups named by hand (auto adds to these)."""
+        return tuple(g for g in self.keep_fp32 if g != "auto")
 
     def options(self) -> dict:
-        return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.keep_fp32),
-                "sensitivity": self.sensitivity}
+        return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.fixed_keep),
+                "sensitivity": self.sensitivity or self.auto_keep}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -93,6 +93,52 @@ def test_a_coarse_calibration_is_refused_and_writes_no_artifact(fixed_vocab_mode
     assert [a.name for a in find_artifacts(tmp_path / "o2")] == ["onnxruntime-int8"]
 
 
+def test_keep_fp32_auto_keeps_the_costliest_groups_until_decisions_hold(fixed_vocab_model, coarse, tmp_path):
+    """The coarse calibration that is refused above: with --keep-fp32 auto, port measures each group's cost, keeps
+    the costliest in float one at a time and writes the artifact once its decisions clear the bar."""
+    model, eval_rows = fixed_vocab_model
+    out = tmp_path / "o"
+    assert _port(model, out, "--backend", "onnxruntime", "--eval-data", str(eval_rows), "--calibration-data",
+                 str(coarse), "--keep-fp32", "auto") == 0
+    (art,) = find_artifacts(out)
+    m = json.loads((art / "manifest.json").read_text())
+    meta = m["runtime"]["meta"]
+    rounds, kept = meta["auto_keep"], meta["kept_fp32"]
+    assert rounds and rounds[0]["kept_fp32"] == [] and rounds[0]["decision_agreement"] < 0.995  # the refused first try
+    assert len(kept) == len(rounds) and kept[:-1] == rounds[-1]["kept_fp32"]  # one group more each round
+    sens = meta["sensitivity"]
+    costliest = sorted(sens, key=lambda g: (sens[g]["decision_agreement"], -sens[g]["max_abs_logit_diff"]))
+    assert kept == costliest[:len(kept)]  # in the order the measured sensitivity gives
+    assert m["parity"]["data"]["decision_agreement"] >= 0.995
+    assert "--keep-fp32 auto" in (out / "report.md").read_text()
+    assert main(["-q", "verify", str(out), "--eval-data", str(eval_rows)]) == 0
+
+
+def test_openvino_measures_sensitivity_with_nncf_and_auto_keeps_nothing_when_decisions_hold(fixed_vocab_model, coarse,
+                                                                                           tmp_path):
+    """OpenVINO's groups are measured by NNCF (each group quantised alone, every other group in its ignored scope).
+    Here NNCF's int8 keeps every decision at once, so auto writes the artifact with nothing kept in float."""
+    model, eval_rows = fixed_vocab_model
+    assert _port(model, tmp_path / "o", "--backend", "openvino", "--eval-data", str(eval_rows), "--calibration-data",
+                 str(coarse), "--keep-fp32", "auto") == 0
+    (art,) = find_artifacts(tmp_path / "o")
+    m = json.loads((art / "manifest.json").read_text())
+    meta = m["runtime"]["meta"]
+    assert set(meta["sensitivity"]) == {"embeddings", "layer.0", "layer.1", "layer.2", "attention", "head"}
+    assert meta["sensitivity"]["head"]["max_abs_logit_diff"] > meta["sensitivity"]["attention"]["max_abs_logit_diff"]
+    assert meta["kept_fp32"] == [] and "auto_keep" not in meta and m["parity"]["data"]["decision_agreement"] >= 0.995
+
+
+def test_keep_fp32_auto_needs_a_runtime_that_measures_sensitivity(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "qnn", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "auto") == 2
+    err = capsys.readouterr().err
+    assert "qnn cannot" in err and "onnxruntime" in err and not (tmp_path / "q").exists()
+    assert _port(tiny_model_dir, tmp_path / "z", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "auto", "--min-agreement", "0") == 2
+    assert "above 0" in capsys.readouterr().err
+
+
 def test_keep_fp32_leaves_the_named_groups_unquantised(tiny_model_dir, eval_jsonl, tmp_path):
     def quantised_matmuls(out):
         (art,) = find_artifacts(out)

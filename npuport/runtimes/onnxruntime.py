@@ -93,6 +93,7 @@ class OrtExecutor(Executor):
 @register_runtime
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
+    measures_sensitivity = True
     sdk = "onnxruntime"
     install_hint = "pip install onnxruntime  (GPU: onnxruntime-gpu)"
     description = "ONNX Runtime (CPU EP; CUDA / TensorRT EPs when present)"

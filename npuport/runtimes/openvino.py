@@ -115,6 +115,7 @@ class OvExecutor(Executor):
 @register_runtime
 class OpenVinoRuntime(Runtime):
     name = "openvino"
+    measures_sensitivity = True
     sdk = "openvino"
     install_hint = "pip install openvino"
     description = "OpenVINO (CPU; GPU/NPU devices when present)"
@@ -166,6 +167,22 @@ _OV_GROUPS = {"embeddings": [".*embeddings.*"], "head": [".*detector[./]head.*",
               "attention": [".*scaled_dot_product_attention.*"]}
 
 
+def _group_patterns(group: str) -> list[str]:
+    if group.startswith("layer."):
+        return [f".*layers?[./]{group.split('.')[1]}[./].*"]
+    return _OV_GROUPS[group]
+
+
+def _ov_groups(model) -> list[str]:
+    """The quantisation groups this IR has: embeddings, layer.N for every layer index in its node names, attention,
+    head (the same names ONNX Runtime's groups use)."""
+    import re
+
+    layers = sorted({int(m.group(1)) for op in model.get_ops()
+                     for m in [re.search(r"layers?[./](\d+)[./]", op.get_friendly_name())] if m})
+    return ["embeddings", *(f"layer.{i}" for i in layers), "attention", "head"]
+
+
 def _nncf_int8(model, captured, spec):
     """NNCF post-training quantisation (transformer preset: softmax and norms stay float, MatMuls go int8) calibrated
     on the same rows as every other runtime's int8."""
@@ -176,25 +193,52 @@ def _nncf_int8(model, captured, spec):
         import nncf
     except ImportError:
         raise BackendUnavailable("openvino int8 needs NNCF: pip install nncf") from None
+    import logging
+
+    from ..static.quantize import check_keep
+
     keep = tuple(spec.options.get("keep_fp32", ()))
-    patterns = []
-    for g in keep:
-        if g.startswith("layer."):
-            patterns.append(f".*layers?[./]{g.split('.')[1]}[./].*")
-        else:
-            patterns += _OV_GROUPS[g]
+    groups = _ov_groups(model)
+    check_keep(keep, dict.fromkeys(groups))
     feeds = calibration_feeds(captured, spec)
+    nncf.set_log_level(logging.ERROR)  # its progress bars would break npuport's own status line
+    sens = _nncf_sensitivity(nncf, model, feeds, groups, captured) if spec.options.get("sensitivity") else None
+    q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)])
+    return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
+                               "calibration batches)", "calibration": spec.calibration_source,
+               "kept_fp32": list(keep), "nncf": nncf.__version__, **({"sensitivity": sens} if sens else {})}
+
+
+def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str]):
     names = [i.any_name for i in model.inputs]
     data = nncf.Dataset(feeds, lambda f: {n: f[n] for n in names})
     preset = nncf.QuantizationPreset.MIXED  # symmetric weights, asymmetric activations (the transformer default)
-    import logging
-
-    nncf.set_log_level(logging.ERROR)  # its progress bars would break npuport's own status line
     with warnings.catch_warnings(), signal_stack_kept():  # NNCF compiles the model to calibrate it
         warnings.simplefilter("ignore")
-        q = nncf.quantize(model, data, preset=preset, model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
-                          ignored_scope=nncf.IgnoredScope(patterns=patterns, validate=False) if patterns else None)
-    return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
-                               "calibration batches)", "calibration": spec.calibration_source,
-               "kept_fp32": list(keep), "nncf": nncf.__version__}
+        return nncf.quantize(model.clone(), data, preset=preset, model_type=nncf.ModelType.TRANSFORMER,
+                             subset_size=len(feeds),
+                             ignored_scope=nncf.IgnoredScope(patterns=ignored, validate=False) if ignored else None)
+
+
+def _nncf_sensitivity(nncf, model, feeds: list[dict], groups: list[str], captured) -> dict:
+    """Per group: NNCF quantises that group alone (every other group in its ignored scope) and the result is compared
+    with the float IR on the calibration rows, as ONNX Runtime's runtime does with its QDQ graphs."""
+    import openvino as ov
+
+    from ..static.quantize import agreement
+    from ..task import Task
+
+    core, task = ov.Core(), Task.from_spec(captured.detector.spec.to_json())
+
+    def outputs(m):
+        with signal_stack_kept():
+            cm = core.compile_model(m, "CPU", compile_config("fp32"))
+        return np.concatenate([np.array(cm(f)[0]) for f in feeds])
+
+    ref, res = outputs(model), {}
+    for g in groups:
+        others = [p for o in groups if o != g for p in _group_patterns(o)]
+        agree, dl = agreement(ref, outputs(_nncf_quantize(nncf, model, feeds, others)), task)
+        res[g] = {"max_abs_logit_diff": dl, "decision_agreement": agree}
+    return res
 

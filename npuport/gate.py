@@ -1,0 +1,55 @@
+"""The bar an integer artifact must clear before it is written, and what port does when it falls short.
+
+`port --precision int8|int16 --eval-data FILE` compares the artifact's decisions with the fp32 reference on the eval
+rows; below `--min-agreement` the artifact is refused (`refusal`). With `--keep-fp32 auto`, port does not stop at the
+first refusal: it measures each quantisation group's cost alone (sensitivity, on the calibration rows), then keeps
+the costliest group in float and quantises again, one group at a time, until the decisions clear the bar or nothing
+is left to keep — the accuracy-control loop of NNCF's `quantize_with_accuracy_control` and optimum's, over npuport's
+named groups (embeddings, layer.N, attention, head) on every runtime that measures sensitivity.
+"""
+
+from __future__ import annotations
+
+from .spec import INTEGER_PRECISIONS, QuantOptions
+
+
+def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: dict) -> dict | None:
+    """An integer artifact whose decisions on the eval data fall below --min-agreement is refused, with the figure
+    and what to try next (the groups that cost most when quantised alone, where they were measured)."""
+    if precision not in INTEGER_PRECISIONS or quant.min_agreement <= 0 or "data" not in figs:
+        return None
+    agree = figs["data"]["decision_agreement"]
+    if agree >= quant.min_agreement:
+        return None
+    sens = meta.get("sensitivity") or {}
+    kept = list(meta.get("kept_fp32") or ())
+    worst = [g for g in ranked(sens) if g not in kept][:2]
+    if worst:
+        hint = f"--keep-fp32 {','.join(kept + worst)} (the groups that cost most alone, see the report)"
+    else:
+        hint = ("--keep-fp32 auto (keeps the costliest groups in float until the decisions hold), or --sensitivity "
+                "to see what each group costs")
+    if quant.method == "minmax" and name == "onnxruntime":
+        hint += ", or --calibration-method percentile"
+    reason = (f"decision agreement {agree:.2%} on the eval data is below --min-agreement {quant.min_agreement:.2%} "
+              f"(max |Δlogit| {figs['data']['max_abs_logit_diff']:.3g}); try {hint}")
+    return {"refused": True, "pass": False, "reason": reason, "decision_agreement": agree,
+            "max_abs_logit_diff": figs["data"]["max_abs_logit_diff"], "min_agreement": quant.min_agreement,
+            "parity": figs, **({"sensitivity": sens} if sens else {})}
+
+
+def ranked(sens: dict) -> list[str]:
+    """Groups, costliest first: fewest decisions kept when quantised alone, then the largest logit change."""
+    return sorted(sens, key=lambda g: (sens[g]["decision_agreement"], -sens[g]["max_abs_logit_diff"]))
+
+
+def next_group(sens: dict, kept: tuple[str, ...]) -> str | None:
+    """`--keep-fp32 auto`: the costliest group still quantised, or None when every measured group is in float."""
+    return next((g for g in ranked(sens) if g not in kept), None)
+
+
+def quant_facts(meta: dict) -> dict:
+    """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
+    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "sensitivity", "auto_keep")
+    facts = {k: meta[k] for k in keys if k in meta}
+    return {"quant": facts} if facts else {}
