@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+# Under pytest-xdist each worker gets its share of the cores: two workers on two cores, each with two OpenMP threads
+# spinning for the other's core, run slower than one thread each.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // _WORKERS)))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -21,6 +24,34 @@ PERSONA_TEXTS = [
     "The clockwork golem in the tower? Built by my grandfather, it was.",
     "I'm sorry, but I can't continue this roleplay. Is there anything else I can help with?",
 ]
+
+
+# Scheduling hint for `--dist loadgroup` (pyproject addopts): the groups measured slowest (2 cores, AVX2; whole
+# compiles of step graphs and NPU pipelines) start first, so no worker starts a long one when the others are done.
+# Order only: a name missing here runs later, nothing is skipped.
+SLOW_FIRST = ("inductor", "test_ethosu", "iree", "test_detector_e2e", "test_check", "test_distributed", "test_classifiers",
+              "test_int8", "test_qnn", "test_backends", "test_pretrained", "test_lm_train", "test_outputs")
+
+
+def _group(item) -> str:
+    """The test's file, plus the value of every module-scoped parametrized fixture it uses: one compile each, shared
+    by the tests of that case (one worker), while the file's other cases can run on another worker."""
+    group = item.nodeid.split("::")[0]
+    spec = getattr(item, "callspec", None)
+    if spec is not None:
+        defs = item._fixtureinfo.name2fixturedefs
+        shared = [f"{k}={v}" for k, v in spec.params.items() if k in defs and defs[k][-1].scope in ("module", "session")]
+        group += "".join(f"[{x}]" for x in sorted(shared))
+    return group
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(item)))
+    def rank(item):
+        return next((i for i, k in enumerate(SLOW_FIRST) if k in item.nodeid), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: within a rank, collection order
 
 
 def make_rows(n=12):
