@@ -65,6 +65,17 @@ def make_rows(n=12):
 
 
 @pytest.fixture(scope="session")
+def step_graph_dir(tmp_path_factory):
+    """One directory of exported step graphs for the whole run, every xdist worker included: the runtimes that
+    compile from ONNX share each graph, as data-parallel ranks do (the runner reuses a file exported under the same
+    key, and writes atomically). What each runtime compiles goes to its own compiled_dir."""
+    base = tmp_path_factory.getbasetemp()
+    d = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "step-graphs"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A real tiny ModernBERT detector directory: config.json, model.safetensors, trained tokenizer."""
     from npuport.detector.tokenizer import train_tokenizer

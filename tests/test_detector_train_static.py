@@ -44,11 +44,13 @@ def batches(n, seed=0):
     return static_batches(rows, labels, rng.permutation(n), BATCH, BUCKETS, 0, rng)
 
 
-def runner_for(backend, model, tmp, *, form="fused", gather_free=False, buckets=BUCKETS):
+def runner_for(backend, model, tmp, *, form="fused", gather_free=False, buckets=BUCKETS, graphs=None):
+    """graphs: where step graphs are exported (shared between runtimes, as ranks share them); tmp: what it compiles."""
     static, _ = adapt(model)
     return open_step_runner(backend, static, OPT, batch=BATCH, seq_len=buckets[-1], seq_lens=buckets, form=form,
                             objective=ClassifierObjective(2, gather_free=gather_free),
-                            slots=detector_slots(static, HEAD_LR / LR), workdir=tmp, threads=2)
+                            slots=detector_slots(static, HEAD_LR / LR), workdir=graphs or tmp, compiled_dir=tmp,
+                            threads=2)
 
 
 def reference_loss(model, ids, mask, labels, weights):
@@ -58,14 +60,14 @@ def reference_loss(model, ids, mask, labels, weights):
 
 
 @pytest.fixture(scope="module", params=CASES, ids=lambda x: f"{x[0]}-{x[1]}")
-def case(request, tmp_path_factory):
+def case(request, tmp_path_factory, step_graph_dir):
     backend, preset = request.param
     model = model_of(preset)
     runners = {
-        "fused": runner_for(backend, copy.deepcopy(model), tmp_path_factory.mktemp("fused")),
+        "fused": runner_for(backend, copy.deepcopy(model), tmp_path_factory.mktemp("fused"), graphs=step_graph_dir),
         # one bucket for the split form (CI time: every graph is a compile); the fused form covers two
         "split-npu": runner_for(backend, copy.deepcopy(model), tmp_path_factory.mktemp("split"), form="split",
-                                gather_free=True, buckets=BUCKETS[:1]),
+                                gather_free=True, buckets=BUCKETS[:1], graphs=step_graph_dir),
     }
     yield backend, preset, runners
     for r in runners.values():  # sessions released here, not by the cyclic collector at some later test's gc
