@@ -51,7 +51,7 @@ def _explain(action: str) -> dict:
 
 
 def check(cfg: CheckConfig, progress: Progress = silent) -> dict:
-    from .api import _check_lengths, compile_specs
+    from .porting import check_lengths as _check_lengths, compile_specs
     from .static.capture import capture
 
     specs = compile_specs(cfg.targets, cfg.shapes, cfg.precision, cfg.device)

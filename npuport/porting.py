@@ -1,0 +1,319 @@
+"""The stages of `port` (npuport.api.port is their list): load and validate every input, adapt + capture + prove,
+the eager reference, then per runtime compile -> check -> gate -> write, and the report.
+
+    load_inputs -> capture_and_prove -> reference -> port_one (per runtime) -> write_report
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+import torch
+
+from . import gate
+from .artifact import write_manifest
+from .bench import summarize, time_calls
+from .errors import ConfigError
+from .fsio import atomic_write, write_json_atomic
+from .machine import peak_rss_mb
+from .manifest import Manifest, RuntimeInfo
+from .models.detector import Detector, load_tokenizer, max_positions, state_fingerprint
+from .router import BucketRouter
+from .runtimes import feeds_of, get_runtime, runtime_names
+from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
+from .static.capture import capture, make_probes, prove, reference_logits
+from .task import Task
+from .verify import data_parity, eager_logits, judge, probe_parity
+
+if TYPE_CHECKING:
+    from .api import PortConfig
+
+Progress = Callable[[str], None]
+PROOF_FILE = "proof_inputs.safetensors"
+
+
+def check_lengths(model: Detector, shapes: ShapeSpec) -> None:
+    limit = max_positions(model)
+    if shapes.buckets[-1] > limit:
+        raise ConfigError(f"sequence length {shapes.buckets[-1]} exceeds the model's {limit} positions; use <= {limit}")
+
+
+def _save_proof_inputs(path: Path, probes: dict, refs: dict) -> None:
+    from safetensors.numpy import save_file
+
+    tensors = {}
+    for (b, t), plist in probes.items():
+        for k, (ids, mask) in enumerate(plist):
+            tensors[f"{b}x{t}.{k}.input_ids"] = ids.numpy()
+            tensors[f"{b}x{t}.{k}.attention_mask"] = mask.numpy()
+            tensors[f"{b}x{t}.{k}.reference_logits"] = refs[(b, t)][k]
+    save_file(tensors, str(path))
+
+
+def load_proof_inputs(path: Path) -> tuple[dict, dict]:
+    from safetensors.numpy import load_file
+
+    raw = load_file(str(path))
+    probes, refs = {}, {}
+    keys = sorted({k.rsplit(".", 1)[0] for k in raw})
+    for key in keys:
+        shape_s, _k = key.split(".")
+        b, t = (int(x) for x in shape_s.split("x"))
+        probes.setdefault((b, t), []).append(
+            (torch.from_numpy(raw[f"{key}.input_ids"]), torch.from_numpy(raw[f"{key}.attention_mask"]))
+        )
+        refs.setdefault((b, t), []).append(raw[f"{key}.reference_logits"])
+    return probes, refs
+
+
+def _dir_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+def _latency(session, shape, runs: int) -> dict:
+    b, t = shape
+    ids = np.full((b, t), 5, dtype=np.int64)
+    feeds = feeds_of(ids, np.ones_like(ids))
+    return summarize(time_calls(lambda: session.run(feeds), runs=runs, warmup=1))
+
+
+@dataclass
+class _Inputs:
+    """Everything `port` reads, validated before anything is written."""
+
+    specs: dict  # runtime name -> CompileSpec
+    model: Detector
+    tokenizer: object | None
+    eval_rows: list | None
+    source: dict
+
+
+@dataclass
+class _Reference:
+    """The eager fp32 side of every comparison: probe inputs per shape, their logits, logits on the eval data."""
+
+    probes: dict
+    refs: dict
+    eval_ref: np.ndarray | None
+    task: Task
+
+
+def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, stage: Path, cfg: PortConfig,
+              progress: Progress) -> dict:
+    """Compile, check and (if it clears the bar) write one runtime's artifact; its entry in the report.
+
+    An integer artifact below --min-agreement is refused (npuport/gate.py). With --keep-fp32 auto it is quantised
+    again with the costliest group kept in float, one group at a time, before it is refused."""
+    spec = inputs.specs[name]
+    prec, art, tried = spec.precision, stage / f"{name}-{spec.precision}", []
+    while True:
+        manifest, compile_s = _compile_one(name, spec, captured, inputs, proof, ref, art, progress)
+        figs, lat, exec_prec = _check_one(name, art, manifest, ref, inputs.eval_rows, cfg, progress)
+        meta = manifest.runtime.meta
+        if tried:  # measured once, on the first round; later rounds rank by it
+            meta["sensitivity"] = tried[0]["sensitivity"]
+        refusal = gate.refusal(name, prec, figs, cfg.quant, meta)
+        if refusal is None:
+            break
+        shutil.rmtree(art)  # decisions lost: the artifact is not written (it only ever lived in the staging dir)
+        kept = tuple(spec.options.get("keep_fp32", ()))
+        tried.append({"kept_fp32": list(kept), "decision_agreement": refusal["decision_agreement"],
+                      "max_abs_logit_diff": refusal["max_abs_logit_diff"], "sensitivity": meta.get("sensitivity", {})})
+        nxt = gate.next_group(meta.get("sensitivity") or {}, kept) if cfg.quant.auto_keep else None
+        if nxt is None:
+            if cfg.quant.auto_keep:
+                refusal["reason"] += f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group in float)"
+                refusal["auto_keep"] = _rounds(tried)
+            progress(f"{name}: refused: {refusal['reason']}")
+            return {prec: refusal}
+        progress(f"{name}: decisions {refusal['decision_agreement']:.2%} < {cfg.quant.min_agreement:.2%}; keeping {nxt} "
+                 f"in fp32 too (--keep-fp32 auto)")
+        spec = dataclasses.replace(spec, options={**spec.options, "keep_fp32": [*kept, nxt], "sensitivity": False})
+    if tried:
+        meta["auto_keep"] = _rounds(tried)
+    manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
+    manifest.runtime.execution_precision = exec_prec
+    write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
+    summary = parity_summary(figs)
+    entry = {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
+             "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
+             **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
+             **_npu_facts(meta), **gate.quant_facts(meta)}
+    if prec in INTEGER_PRECISIONS and "data" not in figs:
+        entry["decisions_unchecked"] = "no --eval-data: decisions on real rows were not checked against --min-agreement"
+        progress(f"{name}: {prec} decisions not checked on data (pass --eval-data)")
+    progress(f"{name}: max|Δlogit| {summary['max_abs_logit_diff']:.2e}, agreement "
+             f"{summary['decision_agreement']:.2%}, p50 {lat['p50_ms']:.1f} ms -> {'PASS' if summary['pass'] else 'FAIL'}")
+    return {prec: entry}
+
+
+def _rounds(tried: list[dict]) -> list[dict]:
+    """The refused rounds of --keep-fp32 auto, for the manifest and report (sensitivity is recorded once)."""
+    return [{k: v for k, v in t.items() if k != "sensitivity"} for t in tried]
+
+
+def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str | None) -> dict[str, CompileSpec]:
+    """One CompileSpec per runtime, each runtime's own device and precision where none is given; fails before any
+    heavy work on a missing SDK, an unknown device or a precision the runtime lacks."""
+    specs: dict[str, CompileSpec] = {}
+    for name in names:
+        runtime = get_runtime(name)
+        runtime.require()
+        dev = device or runtime.default_device()
+        spec = CompileSpec(shapes=shapes, precision=precision or runtime.default_precision(dev), device=dev)
+        runtime.check(spec)
+        specs[name] = spec
+    return specs
+
+
+def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
+    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
+    specs = compile_specs(cfg.backends, cfg.shapes, cfg.precision, cfg.device)
+    # Asked for by name, an integer precision must show on data that it keeps decisions. A runtime whose own default
+    # is integer (ethos-u) still ports without data; its report says the decisions were not checked.
+    if cfg.precision in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 and not cfg.eval_data:
+        raise ConfigError(f"--precision {cfg.precision} is checked on data before an artifact is written: pass "
+                          f"--eval-data FILE (labelled rows like the ones you will serve), or --min-agreement 0 to skip "
+                          f"the check")
+    lacking = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS and not get_runtime(n).measures_sensitivity]
+    if (cfg.quant.auto_keep or cfg.quant.sensitivity) and lacking:
+        able = [n for n in runtime_names() if get_runtime(n).measures_sensitivity]
+        raise ConfigError(f"{'--keep-fp32 auto' if cfg.quant.auto_keep else '--sensitivity'} measures each "
+                          f"quantisation group's cost, which {', '.join(lacking)} cannot do; runtimes that can: "
+                          f"{', '.join(able)} (or name the groups: --keep-fp32 GROUP,...)")
+    if cfg.quant.mode == "dynamic" and any(n != "onnxruntime" for n, s in specs.items() if s.precision == "int8"):
+        raise ConfigError("--quantization dynamic is ONNX Runtime's; the other runtimes quantise statically")
+    specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
+             else s for n, s in specs.items()}
+    progress("loading model")
+    model = cfg.source.load()
+    check_lengths(model, cfg.shapes)
+    tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
+    eval_rows = _eval_rows(cfg, model, tokenizer, cfg.eval_data) if cfg.eval_data else None
+    calib_file = cfg.calibration_data or cfg.eval_data
+    if calib_file:  # static quantisation calibrates on these rows (validated here, before anything is written)
+        rows = eval_rows if calib_file == cfg.eval_data else _eval_rows(cfg, model, tokenizer, calib_file)
+        what = "--calibration-data" if cfg.calibration_data else "--eval-data"
+        specs = {n: dataclasses.replace(s, calibration=tuple(rows), calibration_source=f"{what} {Path(calib_file).name}"
+                                        f" ({len(rows)} rows)") for n, s in specs.items()}
+    source = cfg.source.describe(model, state_fingerprint(model))
+    return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source)
+
+
+def _eval_rows(cfg: PortConfig, model, tokenizer, path: str) -> list[np.ndarray]:
+    """--eval-data / --calibration-data as token rows: persona rows for a detector, {text, text_pair?} rows for a
+    stock classifier."""
+    from .detector import data
+
+    detector = Task.from_spec(model.spec.to_json()).is_detector
+    rows = data.load_examples(path) if detector else data.load_texts(path)
+    if tokenizer is None:
+        flag = "--eval-data" if path == cfg.eval_data else "--calibration-data"
+        raise ConfigError(f"{flag} needs a tokenizer: the model directory has no tokenizer files")
+    if detector:
+        return data.encode(tokenizer, rows, cfg.shapes.buckets[-1])
+    return data.encode_texts(tokenizer, rows, cfg.shapes.buckets[-1])
+
+
+def capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Progress):
+    """Stages 2 and 3, adapt + capture + prove: the adapted module, its graphs, and eager-vs-graph figures."""
+    src = inputs.source
+    progress(f"adapting and capturing ({src['model_type']}, {src['parameters'] / 1e6:.1f}M parameters)")
+    captured = capture(inputs.model, cfg.shapes, work)
+    return captured, prove(captured, list(cfg.capture_methods), progress)
+
+
+def reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:
+    model = inputs.model
+    probes = {s: make_probes(model, *s) for s in cfg.shapes.shapes()}
+    refs = {s: [reference_logits(model, *p) for p in probes[s]] for s in cfg.shapes.shapes()}
+    eval_ref = eager_logits(model, inputs.eval_rows) if inputs.eval_rows is not None else None
+    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, task=Task.from_spec(model.spec.to_json()))
+
+
+def _compile_one(name: str, spec: CompileSpec, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path,
+                 progress: Progress):
+    """Stage 4, compile one runtime: its files, the proof inputs, the tokenizer, and the manifest (not yet written)."""
+    runtime, model = get_runtime(name), inputs.model
+    progress(f"{name}: compiling {len(spec.shapes.shapes())} shape(s) at {spec.precision}")
+    t0 = time.perf_counter()
+    meta = runtime.compile(captured, spec, art)
+    compile_s = time.perf_counter() - t0
+    _save_proof_inputs(art / PROOF_FILE, ref.probes, ref.refs)  # so `verify` needs no model
+    if inputs.tokenizer is not None:
+        inputs.tokenizer.save_pretrained(str(art / "tokenizer"))
+    manifest = Manifest(
+        source=inputs.source, detector=model.spec.to_json(), pad_token_id=int(model.config.pad_token_id or 0),
+        runtime=RuntimeInfo(name=name, executes=runtime.executes, versions=runtime.versions(), meta=meta),
+        device=spec.device, precision=spec.precision, shape_spec=spec.shapes,
+        outputs=[{"name": "logits", "dtype": "float32", "labels": list(model.spec.labels)}],
+        capture={"method": runtime.capture_method, "proof": proof}, adapter=captured.adapter.__dict__,
+        compile_seconds=round(compile_s, 1),
+    )
+    return manifest, compile_s
+
+
+def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_rows, cfg: PortConfig, progress: Progress):
+    """Stage 5, check one runtime: open what was just compiled, parity on probes (and data), latency."""
+    progress(f"{name}: loading and checking parity")
+    session = get_runtime(name).open(art, manifest)
+    prec = manifest.precision
+    try:
+        on_data = eval_rows is not None and prec != "fp32"
+        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec, not on_data)}
+        if eval_rows is not None:
+            router = BucketRouter(session.shapes, manifest.pad_token_id)
+            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec)
+        progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
+        lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
+        return figs, lat, session.execution_precision
+    finally:
+        session.close()
+        del session
+        gc.collect()
+
+
+def write_report(report: dict, out: Path, proof: dict, cfg: PortConfig, t_start: float) -> dict:
+    """Stage 6, report: report.json and report.md beside the artifacts."""
+    from .report import port_markdown
+
+    report["wall_seconds"] = round(time.perf_counter() - t_start, 1)
+    report["peak_rss_mb"] = peak_rss_mb()
+    report["disk_mb"] = round(_dir_size(out) / 2**20, 1)
+    report["pass"] = all(r["pass"] for v in report["backends"].values() for r in v.values()) and all(
+        p.get("exact") or (p.get("max_abs_diff") is not None and p["max_abs_diff"] <= 1e-4) for p in proof.values()
+    )
+    write_json_atomic(out / "report.json", report)
+    atomic_write(out / "report.md", port_markdown(report))
+    return report
+
+
+def _npu_facts(meta: dict) -> dict:
+    """What an NPU runtime's manifest says about placement (and, for Ethos-U, Vela's estimates), for report.md."""
+    if "whole_graph_on_npu" not in meta:
+        return {}
+    keys = ("whole_graph_on_npu", "host_ops", "executes_on", "calibration", "quantization", "target")
+    facts = {k: meta[k] for k in keys if k in meta}
+    if "shapes" in meta:
+        facts["per_shape"] = {s: {k: v[k] for k in ("partitions", "cycles", "estimated_ms", "host_ops", "proof", "vela")}
+                              for s, v in meta["shapes"].items()}
+    return {"npu": facts} if facts else {}
+
+
+def parity_summary(figs: dict) -> dict:
+    parts = list(figs.values())
+    # probabilities and decisions from the parts that were judged on them (see verify.judge); all, when none was
+    judged = [p for p in parts if "scores_judged_on" not in p] or parts
+    return {
+        "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
+        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in judged),
+        "decision_agreement": min(p["decision_agreement"] for p in judged),
+        "pass": all(p["pass"] for p in parts),
+    }
