@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import io
 import warnings
 from pathlib import Path
 
@@ -201,7 +202,7 @@ def _nncf_int8(model, captured, spec):
     groups = _ov_groups(model)
     check_keep(keep, dict.fromkeys(groups))
     feeds = calibration_feeds(captured, spec)
-    nncf.set_log_level(logging.ERROR)  # its progress bars would break npuport's own status line
+    nncf.set_log_level(logging.ERROR)  # its notices would break npuport's own status line
     sens = _nncf_sensitivity(nncf, model, feeds, groups, captured) if spec.options.get("sensitivity") else None
     q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)])
     return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
@@ -213,7 +214,9 @@ def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str]):
     names = [i.any_name for i in model.inputs]
     data = nncf.Dataset(feeds, lambda f: {n: f[n] for n in names})
     preset = nncf.QuantizationPreset.MIXED  # symmetric weights, asymmetric activations (the transformer default)
-    with warnings.catch_warnings(), signal_stack_kept():  # NNCF compiles the model to calibrate it
+    # NNCF compiles the model to calibrate it (signal stack); its rich progress bars write to stdout whatever its log
+    # level, through npuport's own status line: they go nowhere
+    with warnings.catch_warnings(), signal_stack_kept(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         return nncf.quantize(model.clone(), data, preset=preset, model_type=nncf.ModelType.TRANSFORMER,
                              subset_size=len(feeds),
