@@ -1,58 +1,83 @@
 """P11: calibrated static int8 with decisions held, and the per-call overhead at short inputs.
 
-Three parts, one run, one JSON (benchmarks/results/p11_int8.json):
-  decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ, MinMax and
-             Percentile calibration; dynamic for reference) and OpenVINO (NNCF), calibrated on the demo validation
-             split, judged on the test split (unseen personas) against eager fp32; per-group sensitivity for ORT.
+Three parts, one JSON (benchmarks/results/p11_int8.json); each part is side by side within itself and records its
+own machine and date, so a part can be re-run alone (--parts) on a quiet machine:
+  decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax; dynamic
+             for reference) and OpenVINO (NNCF), each static one also with --keep-fp32 auto. Three disjoint sets:
+             calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the val split, and
+             reported on the test split (unseen personas) by `npuport verify`, so nothing chosen saw those rows.
   speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8, interleaved in one process
              (npuport bench). A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              this part measures speed only; decisions are the first part's.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
              serving path) vs the raw onnxruntime call on the same session, interleaved, medians.
 
-    python benchmarks/p11_int8.py [--runs 10] [--skip-speed]
+    python benchmarks/p11_int8.py [--runs 10] [--parts decisions,overhead,speed]
 """
 
 import argparse
+import json
 import shutil
 import statistics
 import tempfile
 import time
 
 import numpy as np
-from common import meta, write_result
+from common import RESULTS, meta, write_result
 
-from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
+from npuport.api import BenchConfig, ModelSource, PortConfig, VerifyConfig, bench, port, verify
 from npuport.detector.demo import DemoBuildConfig, build_demo
 from npuport.runtimes import ShapeSpec
 from npuport.spec import QuantOptions
 from npuport.ui import Progress
 
 GOAL_AGREEMENT = 0.995
+RESULT = RESULTS / "p11_int8.json"
 MEASURE = dict(min_agreement=0)  # measured here, not gated: the refusal is port's job and is tested
+
+
+def _calibration_rows(data, tmp, n: int = 256) -> str:
+    """A fixed sample of the train split: calibration rows that are neither the gate's (val) nor the report's (test)."""
+    import random
+
+    rows = (data / "train.jsonl").read_text(encoding="utf-8").splitlines()
+    path = f"{tmp}/calibration.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("\n".join(random.Random(0).sample(rows, n)) + "\n")
+    return path
 
 
 def decisions(root, tmp, prog) -> dict:
     model, data = root / "model", root / "data"
     common = dict(source=ModelSource(model_dir=str(model)), shapes=ShapeSpec(buckets=(32, 64, 128)), precision="int8",
-                  eval_data=str(data / "test.jsonl"), calibration_data=str(data / "val.jsonl"), capture_methods=(),
+                  eval_data=str(data / "val.jsonl"), calibration_data=_calibration_rows(data, tmp), capture_methods=(),
                   bench_runs=10)
+    auto = QuantOptions(keep_fp32=("auto",), min_agreement=GOAL_AGREEMENT)
     variants = {
-        "onnxruntime static minmax": ("onnxruntime", QuantOptions(method="minmax", sensitivity=True, **MEASURE)),
-        "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
+        "onnxruntime static minmax": ("onnxruntime", QuantOptions(**MEASURE)),
+        "onnxruntime static minmax, --keep-fp32 auto": ("onnxruntime", auto),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
         "openvino nncf": ("openvino", QuantOptions(**MEASURE)),
+        "openvino nncf, --keep-fp32 auto": ("openvino", auto),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
         t0 = time.perf_counter()
         rep = port(PortConfig(out=f"{tmp}/dec{i}", backends=(backend,), quant=q, **common), prog)
         r = rep["backends"][backend]["int8"]
-        out[name] = {"runtime": backend, "quant": q.options(), "decision_agreement": r["parity"]["data"]["decision_agreement"],
-                     "rows": r["parity"]["data"]["n"], "max_abs_logit_diff": r["parity"]["data"]["max_abs_logit_diff"],
-                     "max_abs_prob_diff": r["parity"]["data"]["max_abs_prob_diff"], "p50_ms_at_128": r["p50_ms"],
-                     "quantization": r.get("quant", {}).get("quantization"), "seconds": round(time.perf_counter() - t0, 1),
-                     **({"sensitivity": r["quant"]["sensitivity"]} if r.get("quant", {}).get("sensitivity") else {})}
+        quant = r.get("quant", {})
+        row = {"runtime": backend, "quant": q.options(), "gate_rows": r["parity"]["data"]["n"],
+               "gate_agreement": r["decision_agreement"], "refused": bool(r.get("refused")),
+               "kept_fp32": quant.get("kept_fp32", []), "auto_rounds": r.get("auto_keep") or quant.get("auto_keep") or [],
+               "quantization": quant.get("quantization"), "p50_ms_at_128": r.get("p50_ms")}
+        if not r.get("refused"):  # the held-out figure: the written artifact re-checked on the test split
+            v = next(iter(verify(VerifyConfig(path=f"{tmp}/dec{i}", eval_data=str(data / "test.jsonl")), prog)
+                          ["artifacts"].values()))["parity"]["data"]
+            row.update(decision_agreement=v["decision_agreement"], rows=v["n"], max_abs_logit_diff=v["max_abs_logit_diff"],
+                       max_abs_prob_diff=v["max_abs_prob_diff"])
+        if quant.get("sensitivity"):
+            row["sensitivity"] = quant["sensitivity"]
+        out[name] = {**row, "seconds": round(time.perf_counter() - t0, 1)}
     return out
 
 
@@ -103,24 +128,36 @@ def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
             "overhead_vs_raw": {n: v / base - 1 for n, v in med.items() if n != "raw onnxruntime"}}
 
 
+PARTS = ("decisions", "overhead", "speed")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10, help="timed runs per path in the speed part")
-    ap.add_argument("--skip-speed", action="store_true", help="skip mmBERT-base 1 x 512 (minutes)")
+    ap.add_argument("--parts", default=",".join(PARTS),
+                    help="which parts to run (comma-separated; default all); the others are kept from the last result")
     args = ap.parse_args()
+    parts = [x for x in args.parts.split(",") if x]
+    if not parts or set(parts) - set(PARTS):
+        ap.error(f"--parts: choose from {', '.join(PARTS)}")
     prog = Progress()
-    root = build_demo(DemoBuildConfig(), prog, show_bar=False)
+    root = build_demo(DemoBuildConfig(), prog, show_bar=False) if {"decisions", "overhead"} & set(parts) else None
+    previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
+    res = {p: previous[p] for p in PARTS if p in previous and p not in parts and "machine" in previous[p]}
     tmp = tempfile.mkdtemp(prefix="npuport-p11-")
-    t0 = time.perf_counter()
     try:
-        res = {"decisions": decisions(root, tmp, prog), "overhead": overhead(root, tmp, prog)}
-        if not args.skip_speed:
-            res["speed"] = speed(tmp, args.runs, prog)
+        for part in parts:
+            t0 = time.perf_counter()
+            head = meta("p11_int8.py")
+            body = {"decisions": lambda: {"variants": decisions(root, tmp, prog)},
+                    "overhead": lambda: overhead(root, tmp, prog),
+                    "speed": lambda: speed(tmp, args.runs, prog)}[part]()
+            res[part] = {"date": head["date"], "machine": head["machine"], "versions": head["versions"],
+                         "seconds": round(time.perf_counter() - t0, 1), **body}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    write_result("p11_int8", {**meta("p11_int8.py"), "seconds": round(time.perf_counter() - t0, 1),
-                              "goal_agreement": GOAL_AGREEMENT, "model": "demo detector (decisions, overhead); "
-                              "mmBERT-base random init (speed)", **res})
+    write_result("p11_int8", {**meta("p11_int8.py"), "goal_agreement": GOAL_AGREEMENT,
+                              "model": "demo detector (decisions, overhead); mmBERT-base random init (speed)", **res})
 
 
 if __name__ == "__main__":
