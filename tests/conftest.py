@@ -30,7 +30,7 @@ PERSONA_TEXTS = [
 # compiles of step graphs and NPU pipelines) start first, so no worker starts a long one when the others are done.
 # Order only: a name missing here runs later, nothing is skipped. (Grouping tests by module fixture with xdist_group
 # marks would save the fixtures that both workers now build, but pytest 9 no longer reads the node id that
-# pytest-xdist 3.8 rewrites to attach a group, so the marks are ignored: measured, see the README.)
+# pytest-xdist 3.8 rewrites to attach a group, so the marks are ignored there: checked on a worker.)
 SLOW_FIRST = ("inductor", "test_ethosu", "iree", "test_detector_e2e", "test_check", "test_distributed", "test_classifiers",
               "test_int8", "test_qnn", "test_backends", "test_pretrained", "test_lm_train", "test_outputs")
 
