@@ -60,7 +60,12 @@ def test_resume_after_kill_matches_uninterrupted(workspace, tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
     assert main(_train_args(workspace, full, epochs=4)) == 0
     cmd = [sys.executable, "-m", "npuport.cli", *_train_args(workspace, cut, epochs=4)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    # The same thread count as the in-process runs it is compared with (conftest sets one per xdist worker): a float
+    # sum split over another number of threads rounds differently, and the comparison is to 1e-6.
+    import torch
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, env=env)
     state = cut / "checkpoints" / "epoch_00000001" / "trainer_state.json"
     deadline = time.time() + 300
     while time.time() < deadline and not state.exists() and proc.poll() is None:
