@@ -83,35 +83,37 @@ def port_markdown(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _quant_entries(r: dict, key: str):
+    """(runtime, precision, entry, value) for every report entry that records `key`: at its top level (a refused
+    artifact) or among its quantisation facts (a written one)."""
+    for b, per in r["backends"].items():
+        for prec, v in per.items():
+            value = v.get(key) or (v.get("quant") or {}).get(key)
+            if value:
+                yield b, prec, v, value
+
+
 def _auto_keep_lines(r: dict) -> list[str]:
     """The rounds of `--keep-fp32 auto`: what was kept in float and what the decisions were each time."""
     out = []
-    for b, per in r["backends"].items():
-        for prec, v in per.items():
-            rounds = v.get("auto_keep") or (v.get("quant") or {}).get("auto_keep")
-            if not rounds:
-                continue
-            final = "refused" if v.get("refused") else f"written: {v['decision_agreement']:.2%} keeping " + (
-                ", ".join(v["quant"]["kept_fp32"]) or "nothing") + " in fp32"
-            out += ["", f"## {b} ({prec}): --keep-fp32 auto — {len(rounds)} round(s) below the bar, then {final}", "",
-                    "| kept in fp32 | decision agreement | max abs Δlogit |", "|---|---|---|"]
-            out += [f"| {', '.join(t['kept_fp32']) or '—'} | {t['decision_agreement']:.2%} | {_f(t['max_abs_logit_diff'])} |"
-                    for t in rounds]
+    for b, prec, v, rounds in _quant_entries(r, "auto_keep"):
+        final = "refused" if v.get("refused") else f"written: {v['decision_agreement']:.2%} keeping " + (
+            ", ".join(v["quant"]["kept_fp32"]) or "nothing") + " in fp32"
+        out += ["", f"## {b} ({prec}): --keep-fp32 auto — {len(rounds)} round(s) below the bar, then {final}", "",
+                "| kept in fp32 | decision agreement | max abs Δlogit |", "|---|---|---|"]
+        out += [f"| {', '.join(t['kept_fp32']) or '—'} | {t['decision_agreement']:.2%} | {_f(t['max_abs_logit_diff'])} |"
+                for t in rounds]
     return out
 
 
 def _sensitivity_lines(r: dict) -> list[str]:
     """Per quantisation group, what quantising it alone costs (`port --sensitivity`)."""
     out = []
-    for b, per in r["backends"].items():
-        for prec, v in per.items():
-            sens = v.get("sensitivity") or (v.get("quant") or {}).get("sensitivity")
-            if not sens:
-                continue
-            out += ["", f"## {b} ({prec}): sensitivity — each group quantised alone, the rest in float", "",
-                    "| group | max abs Δlogit | decision agreement |", "|---|---|---|"]
-            out += [f"| {g} | {_f(x['max_abs_logit_diff'])} | {x['decision_agreement']:.2%} |"
-                    for g, x in sorted(sens.items(), key=lambda kv: -kv[1]["max_abs_logit_diff"])]
+    for b, prec, _, sens in _quant_entries(r, "sensitivity"):
+        out += ["", f"## {b} ({prec}): sensitivity — each group quantised alone, the rest in float", "",
+                "| group | max abs Δlogit | decision agreement |", "|---|---|---|"]
+        out += [f"| {g} | {_f(x['max_abs_logit_diff'])} | {x['decision_agreement']:.2%} |"
+                for g, x in sorted(sens.items(), key=lambda kv: -kv[1]["max_abs_logit_diff"])]
     return out
 
 
