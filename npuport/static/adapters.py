@@ -49,6 +49,23 @@ def padding_masks(attention_mask: torch.Tensor, sliding_window: int | None = Non
     return full, (keys & window) | diag
 
 
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean SDPA mask -> additive float mask: 0 where a key is visible, the dtype's lowest finite value elsewhere.
+
+    For the ONNX export only (`StaticDetector.additive_masks`): for a boolean mask the exporter's SDPA lowering guards
+    every layer's softmax against all-masked rows (IsNaN + Where over the (B, H, T, T) probabilities: 19 % of
+    mmBERT-base 1 x 512 on ONNX Runtime, measured). No row is all-masked here (the diagonal is always visible), and an
+    additive mask lowers to one Where for the whole model and an Add per layer. Softmax gives exactly 0 to a key at
+    the lowest finite value, as to one masked by False (tests: equal to the HF model bit for bit). Other capture
+    paths keep the boolean mask: ExecuTorch's Arm quantiser cannot rescale a float mask of -3.4e38, and OpenVINO
+    converts the module's SDPA with its boolean mask as is."""
+    return torch.where(mask, 0.0, torch.finfo(dtype).min).to(dtype)
+
+
+def _additive(backbone: nn.Module, mask: torch.Tensor) -> torch.Tensor:
+    return additive(mask, backbone.get_input_embeddings().weight.dtype)
+
+
 class StaticDetector(nn.Module):
     """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, num_labels); nothing else goes in.
     Wraps a Detector or a stock HFClassifier (same interface)."""
@@ -57,10 +74,12 @@ class StaticDetector(nn.Module):
         super().__init__()
         self.detector = detector
         self._call = backbone_call
+        self.additive_masks = False  # set while exporting to ONNX (see `additive`)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         extra = self.detector.extra_inputs(input_ids, attention_mask)  # e.g. BERT's segment ids, built in-graph
-        hidden = self._call(self.detector.backbone, input_ids, attention_mask, **extra)  # (B, T, C)
+        hidden = self._call(self.detector.backbone, input_ids, attention_mask, additive=self.additive_masks,
+                            **extra)  # (B, T, C)
         return self.detector.pool_and_head(hidden, attention_mask)
 
 
@@ -108,7 +127,7 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
         report.actions.append("unpadding: off (padded SDPA path, fixed shapes)")
         report.actions.append("masks: built in-graph by ModernBertModel._update_attention_mask from the 2-D mask")
 
-        def call(backbone, input_ids, attention_mask):
+        def call(backbone, input_ids, attention_mask, additive=False):  # 4.x builds float masks itself
             return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     else:
@@ -116,11 +135,14 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
         # input (a data-dependent shortcut a trace would freeze). We pass the per-layer-type masks ourselves.
         report.actions.append(f"unpadding: absent in transformers {report.transformers_version} (always padded)")
         report.actions.append(
-            f"masks: global + sliding-window (|q-k| <= {window}) built in-graph from the 2-D mask, diagonal OR-ed in"
+            f"masks: global + sliding-window (|q-k| <= {window}) built in-graph from the 2-D mask, diagonal OR-ed in "
+            "(boolean; additive float in the ONNX export: no per-layer NaN guard in its attention)"
         )
 
-        def call(backbone, input_ids, attention_mask):
+        def call(backbone, input_ids, attention_mask, additive=False):
             full, sliding = padding_masks(attention_mask, window)
+            if additive:
+                full, sliding = _additive(backbone, full), _additive(backbone, sliding)
             masks = {"full_attention": full, "sliding_attention": sliding}
             return backbone(input_ids=input_ids, attention_mask=masks).last_hidden_state
 
@@ -133,10 +155,13 @@ def adapt_bert_family(detector: Detector) -> tuple[StaticDetector, AdapterReport
     bb = detector.backbone
     report = AdapterReport(adapter="bert-family", transformers_version=_tf_version())
     _force_sdpa(bb, report)
-    report.actions.append("masks: (B,1,T,T) boolean built in-graph from the 2-D mask, diagonal OR-ed in")
+    report.actions.append("masks: (B,1,T,T) built in-graph from the 2-D mask, diagonal OR-ed in (boolean; "
+                          "additive float in the ONNX export: no per-layer NaN guard in its attention)")
 
-    def call(backbone, input_ids, attention_mask, **extra):
+    def call(backbone, input_ids, attention_mask, additive=False, **extra):
         full, _ = padding_masks(attention_mask)
+        if additive:
+            full = _additive(backbone, full)
         return backbone(input_ids=input_ids, attention_mask=full, **extra).last_hidden_state
 
     report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")

@@ -83,7 +83,11 @@ class Captured:
         """One ONNX file for every shape: static when one shape, else symbolic `batch`/`seq` dims that each
         session pins (free-dimension overrides), so all buckets share one copy of the weights."""
         if self._onnx is None:
-            self._onnx = export_onnx(self.static, self.example(), self.shapes, self.workdir / "onnx")
+            self.static.additive_masks = True  # see adapters.additive: no per-layer NaN guard in ONNX attention
+            try:
+                self._onnx = export_onnx(self.static, self.example(), self.shapes, self.workdir / "onnx")
+            finally:
+                self.static.additive_masks = False
         return self._onnx
 
     def exported(self, precision: str = "fp32", dynamic: bool | None = None) -> torch.export.ExportedProgram:
