@@ -37,7 +37,7 @@ def main():
     ap.add_argument("--preset", default="small")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino,iree",
+    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino,iree,inductor",
                     help="runtimes to time; NAME-npu = the gather-free graph on NAME")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps-per-round", type=int, default=6)
