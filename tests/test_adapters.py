@@ -22,10 +22,8 @@ def test_adapted_equals_hf_exactly(preset, batch, seq):
             ref, got = model(ids, mask), static(ids, mask)
         assert not torch.isnan(got).any()
         assert torch.equal(ref, got), (preset, batch, seq, (ref - got).abs().max())
-        static.additive_masks = True  # the form the ONNX export takes: equal too
-        with torch.no_grad():
+        with torch.no_grad(), static.onnx_masks():  # the form the ONNX export takes: equal too
             got = static(ids, mask)
-        static.additive_masks = False
         assert torch.equal(ref, got), ("additive", preset, batch, seq, (ref - got).abs().max())
 
 

@@ -8,14 +8,10 @@ from npuport.static.capture import capture, make_probes, prove
 
 
 @pytest.fixture(scope="module")
-def captured(tmp_path_factory):
+def proof(tmp_path_factory):
     model = build_preset("tiny-modernbert")
-    return capture(model, ShapeSpec(batch_sizes=(1, 2), buckets=(24, 48)), tmp_path_factory.mktemp("cap"))
-
-
-@pytest.fixture(scope="module")
-def proof(captured):
-    return prove(captured, ["trace", "export", "onnx"])
+    c = capture(model, ShapeSpec(batch_sizes=(1, 2), buckets=(24, 48)), tmp_path_factory.mktemp("cap"))
+    return prove(c, ["trace", "export", "onnx"])
 
 
 def test_trace_and_export_exact(proof):

@@ -15,6 +15,7 @@ which then spreads into real tokens. Real-token rows already see themselves, so 
 from __future__ import annotations
 
 import inspect
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -74,11 +75,20 @@ class StaticDetector(nn.Module):
         super().__init__()
         self.detector = detector
         self._call = backbone_call
-        self.additive_masks = False  # set while exporting to ONNX (see `additive`)
+        self.additive_masks = False  # True only inside `onnx_masks()` (see `additive`)
+
+    @contextmanager
+    def onnx_masks(self):
+        """The mask form the ONNX export takes (additive float); boolean again afterwards, whatever happens."""
+        self.additive_masks = True
+        try:
+            yield self
+        finally:
+            self.additive_masks = False
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         extra = self.detector.extra_inputs(input_ids, attention_mask)  # e.g. BERT's segment ids, built in-graph
-        hidden = self._call(self.detector.backbone, input_ids, attention_mask, additive=self.additive_masks,
+        hidden = self._call(self.detector.backbone, input_ids, attention_mask, additive_masks=self.additive_masks,
                             **extra)  # (B, T, C)
         return self.detector.pool_and_head(hidden, attention_mask)
 
@@ -127,7 +137,7 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
         report.actions.append("unpadding: off (padded SDPA path, fixed shapes)")
         report.actions.append("masks: built in-graph by ModernBertModel._update_attention_mask from the 2-D mask")
 
-        def call(backbone, input_ids, attention_mask, additive=False):  # 4.x builds float masks itself
+        def call(backbone, input_ids, attention_mask, additive_masks=False):  # 4.x builds float masks itself
             return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
     else:
@@ -139,9 +149,9 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
             "(boolean; additive float in the ONNX export: no per-layer NaN guard in its attention)"
         )
 
-        def call(backbone, input_ids, attention_mask, additive=False):
+        def call(backbone, input_ids, attention_mask, additive_masks=False):
             full, sliding = padding_masks(attention_mask, window)
-            if additive:
+            if additive_masks:
                 full, sliding = _additive(backbone, full), _additive(backbone, sliding)
             masks = {"full_attention": full, "sliding_attention": sliding}
             return backbone(input_ids=input_ids, attention_mask=masks).last_hidden_state
@@ -158,9 +168,9 @@ def adapt_bert_family(detector: Detector) -> tuple[StaticDetector, AdapterReport
     report.actions.append("masks: (B,1,T,T) built in-graph from the 2-D mask, diagonal OR-ed in (boolean; "
                           "additive float in the ONNX export: no per-layer NaN guard in its attention)")
 
-    def call(backbone, input_ids, attention_mask, additive=False, **extra):
+    def call(backbone, input_ids, attention_mask, additive_masks=False, **extra):
         full, _ = padding_masks(attention_mask)
-        if additive:
+        if additive_masks:
             full = _additive(backbone, full)
         return backbone(input_ids=input_ids, attention_mask=full, **extra).last_hidden_state
 

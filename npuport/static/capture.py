@@ -83,11 +83,8 @@ class Captured:
         """One ONNX file for every shape: static when one shape, else symbolic `batch`/`seq` dims that each
         session pins (free-dimension overrides), so all buckets share one copy of the weights."""
         if self._onnx is None:
-            self.static.additive_masks = True  # see adapters.additive: no per-layer NaN guard in ONNX attention
-            try:
+            with self.static.onnx_masks():  # see adapters.additive: no per-layer NaN guard in ONNX attention
                 self._onnx = export_onnx(self.static, self.example(), self.shapes, self.workdir / "onnx")
-            finally:
-                self.static.additive_masks = False
         return self._onnx
 
     def exported(self, precision: str = "fp32", dynamic: bool | None = None) -> torch.export.ExportedProgram:
