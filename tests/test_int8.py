@@ -48,7 +48,10 @@ def _port(model, out, *extra):
                  *extra])
 
 
-def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(tiny_model_dir, eval_jsonl, tmp_path):
+def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_model, tmp_path):
+    # the fixed vocabulary: a tokenizer trained per run numbers tokens differently run to run, and then a row of the
+    # random model can sit at the threshold in one run and not the next (this test failed 2 runs in 5 that way)
+    tiny_model_dir, eval_jsonl = fixed_vocab_model
     out = tmp_path / "o"
     assert _port(tiny_model_dir, out, "--backend", "onnxruntime,openvino", "--eval-data", str(eval_jsonl),
                  "--sensitivity") == 0
@@ -57,7 +60,7 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(tiny_model_dir,
     ort_m = json.loads((arts["onnxruntime-int8"] / "manifest.json").read_text())
     meta = ort_m["runtime"]["meta"]
     assert meta["quantization"].startswith("static QDQ") and meta["calibration_method"] == "minmax"
-    assert meta["calibration"] == "--eval-data eval.jsonl (12 rows)"
+    assert meta["calibration"] == "--eval-data eval40.jsonl (40 rows)"
     assert ort_m["parity"]["data"]["decision_agreement"] == 1.0 and 0 < ort_m["parity"]["data"]["max_abs_logit_diff"]
     graph = onnx.load(str(arts["onnxruntime-int8"] / "model.onnx"), load_external_data=False).graph
     assert sum(n.op_type == "QuantizeLinear" for n in graph.node) > 0  # activations quantised: static, not dynamic
