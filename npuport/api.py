@@ -22,6 +22,7 @@ from .runtimes import get_runtime, runtime_names
 from .spec import QuantOptions, ShapeSpec
 from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, state_fingerprint
 from .router import BucketRouter
+from .static.banded import ATTENTION_FORMS
 from .static.capture import CAPTURE_METHODS
 from .ui import silent
 from .verify import data_parity, eager_logits, judge, probe_parity
@@ -111,12 +112,15 @@ class PortConfig:
     calibration_data: str | None = None  # rows that calibrate static int8 / int16 (default: the eval data)
     quant: QuantOptions = field(default_factory=QuantOptions)  # integer precisions: how, and the bar they must clear
     capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
+    attention: str = "dense"  # or "banded": sliding-window layers compute only their band (static/banded.py)
     bench_runs: int = 5
     overwrite: bool = False
 
     def __post_init__(self):
         if not self.backends:
             raise ConfigError("--backend needs at least one backend name")
+        if self.attention not in ATTENTION_FORMS:
+            raise ConfigError(f"--attention {self.attention!r}: choose one of {', '.join(ATTENTION_FORMS)}")
         known = runtime_names(ports=True)
         for b in self.backends:
             if b not in known:
@@ -272,7 +276,10 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
             name = manifest.runtime.name
             if cfg.backends and name not in cfg.backends:
                 continue
-            label = name if manifest.precision == "fp32" else f"{name}-{manifest.precision}"
+            label = name + ("-banded" if manifest.adapter.get("attention") == "banded" else "") + (
+                "" if manifest.precision == "fp32" else f"-{manifest.precision}")
+            if label in sessions:  # two artifacts of one kind (copied side by side): keep both, by directory
+                label = f"{label} ({art.name})"
             progress(f"loading {art.name} (hash check)")
             _, sessions[label] = load_session(art)
             shapes = sessions[label].shapes

@@ -28,6 +28,7 @@ from .models.detector import Detector, load_tokenizer, max_positions, state_fing
 from .router import BucketRouter
 from .runtimes import feeds_of, get_runtime, runtime_names
 from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
+from .static.adapters import check_attention
 from .static.capture import capture, make_probes, prove, reference_logits
 from .task import Task
 from .verify import data_parity, eager_logits, judge, probe_parity
@@ -195,6 +196,7 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     progress("loading model")
     model = cfg.source.load()
     check_lengths(model, cfg.shapes)
+    check_attention(model, cfg.attention, cfg.shapes.buckets)
     tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
     eval_rows = _eval_rows(cfg, model, tokenizer, cfg.eval_data) if cfg.eval_data else None
     calib_file = cfg.calibration_data or cfg.eval_data
@@ -226,7 +228,7 @@ def capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Pr
     """Stages 2 and 3, adapt + capture + prove: the adapted module, its graphs, and eager-vs-graph figures."""
     src = inputs.source
     progress(f"adapting and capturing ({src['model_type']}, {src['parameters'] / 1e6:.1f}M parameters)")
-    captured = capture(inputs.model, cfg.shapes, work)
+    captured = capture(inputs.model, cfg.shapes, work, cfg.attention)
     return captured, prove(captured, list(cfg.capture_methods), progress)
 
 

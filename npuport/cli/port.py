@@ -13,6 +13,7 @@ def register(sub) -> None:
     from ..models.detector import PRESETS
     from ..runtimes import runtime_names
     from ..spec import PRECISIONS
+    from ..static.banded import ATTENTION_FORMS
 
     default = ",".join(DEFAULT_PORT_RUNTIMES)
     p = sub.add_parser("port", help="adapt, capture with proof, compile, verify parity, write artifacts + report",
@@ -43,6 +44,10 @@ def register(sub) -> None:
     q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
                    help="refuse an integer artifact whose decisions on --eval-data agree with fp32 on fewer rows "
                         "than this share (default 0.995; 0 turns the check off)")
+    p.add_argument("--attention", choices=ATTENTION_FORMS, default="dense",
+                   help="dense (default): adapted graph == HF model bit for bit; banded: sliding-window layers "
+                        "(ModernBERT, mmBERT) compute only their band of scores at a compiled length above 3 "
+                        "half-windows - less arithmetic, ~1e-6 from HF (the proof records it)")
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)
@@ -98,7 +103,7 @@ def run_port(args) -> int:
                            new_head=args.new_head),
         out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
-        overwrite=args.overwrite,
+        overwrite=args.overwrite, attention=args.attention,
         quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=tuple(args.keep_fp32),
                            sensitivity=args.sensitivity, min_agreement=args.min_agreement),
     )

@@ -22,9 +22,10 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..errors import UnsupportedArchitecture
+from ..errors import ConfigError, UnsupportedArchitecture
 from ..models.detector import Detector
 from ..registry import Registry
+from . import banded
 
 
 @dataclass
@@ -34,6 +35,7 @@ class AdapterReport:
     adapter: str
     transformers_version: str
     actions: list[str] = field(default_factory=list)
+    attention: str = "dense"  # "banded": sliding-window layers compute their band only (not bit-exact; see banded)
 
 
 def padding_masks(attention_mask: torch.Tensor, sliding_window: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -93,7 +95,7 @@ class StaticDetector(nn.Module):
         return self.detector.pool_and_head(hidden, attention_mask)
 
 
-AdapterFn = Callable[[Detector], tuple[StaticDetector, AdapterReport]]
+AdapterFn = Callable[..., tuple[StaticDetector, AdapterReport]]  # (detector, *, attention) -> ...
 ADAPTERS: Registry[AdapterFn] = Registry("adapter")
 
 
@@ -115,7 +117,7 @@ def _tf_version() -> str:
     return transformers.__version__
 
 
-def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+def adapt_modernbert(detector: Detector, *, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
     bb = detector.backbone
     report = AdapterReport(adapter="modernbert", transformers_version=_tf_version())
     _force_sdpa(bb, report)
@@ -140,6 +142,9 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
         def call(backbone, input_ids, attention_mask, additive_masks=False):  # 4.x builds float masks itself
             return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
+        if attention == "banded":
+            banded.check(detector.model_type, cfg.layer_types, window, (), report.transformers_version)
+
     else:
         # transformers 5.x: no unpadding path; masks come from masking_utils, which returns None for unpadded
         # input (a data-dependent shortcut a trace would freeze). We pass the per-layer-type masks ourselves.
@@ -149,8 +154,14 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
             "(boolean; additive float in the ONNX export: no per-layer NaN guard in its attention)"
         )
 
+        band = attention == "banded"
+        if band:
+            _banded_attention(bb, window, report)
+
         def call(backbone, input_ids, attention_mask, additive_masks=False):
             full, sliding = padding_masks(attention_mask, window)
+            if band and banded.applies(attention_mask.shape[1], window):
+                sliding = banded.banded_mask(attention_mask, window)  # (B, 1, T/w, w, 3w) instead of (B, 1, T, T)
             if additive_masks:
                 full, sliding = _additive(backbone, full), _additive(backbone, sliding)
             masks = {"full_attention": full, "sliding_attention": sliding}
@@ -160,8 +171,20 @@ def adapt_modernbert(detector: Detector) -> tuple[StaticDetector, AdapterReport]
     return StaticDetector(detector.eval(), call), report
 
 
-def adapt_bert_family(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+def _banded_attention(bb: nn.Module, window: int, report: AdapterReport) -> None:
+    report.attention = "banded"
+    banded.register()
+    bb.set_attn_implementation(banded.IMPLEMENTATION)
+    report.actions.append(
+        f"attention: banded for sliding-window layers at lengths > {3 * window} (blocks of {window} tokens, each "
+        f"attending 3 blocks: T x {3 * window} scores instead of T x T; not bit-exact, see the proof), dense SDPA "
+        "for global layers and shorter lengths")
+
+
+def adapt_bert_family(detector: Detector, *, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
     """BERT, RoBERTa, XLM-RoBERTa, DistilBERT: SDPA and a prepared 4-D mask (no data-dependent mask skipping)."""
+    if attention == "banded":
+        banded.check(detector.model_type, None, None, (), _tf_version())
     bb = detector.backbone
     report = AdapterReport(adapter="bert-family", transformers_version=_tf_version())
     _force_sdpa(bb, report)
@@ -183,10 +206,21 @@ for _mt in ("bert", "roberta", "xlm-roberta", "distilbert"):
     ADAPTERS.register(_mt, adapt_bert_family)
 
 
-def adapt(detector: Detector) -> tuple[StaticDetector, AdapterReport]:
+def check_attention(detector: Detector, attention: str, buckets: tuple[int, ...]) -> None:
+    """Port-time validation of `--attention` against the model and the compiled lengths (nothing written yet)."""
+    if attention == "banded":
+        cfg = detector.backbone.config
+        window = cfg.local_attention // 2 if hasattr(cfg, "local_attention") else None
+        banded.check(detector.model_type, getattr(cfg, "layer_types", None), window, buckets, _tf_version())
+
+
+def adapt(detector: Detector, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
+    """`attention`: "dense" (exact: adapted == HF bit for bit) or "banded" (sliding-window layers only; see banded)."""
+    if attention not in banded.ATTENTION_FORMS:
+        raise ConfigError(f"--attention {attention!r}: choose one of {', '.join(banded.ATTENTION_FORMS)}")
     model_type = detector.model_type
     if model_type not in ADAPTERS:
         raise UnsupportedArchitecture(
             f"no adapter for model_type {model_type!r}; supported: {', '.join(ADAPTERS.names())}"
         )
-    return ADAPTERS.get(model_type)(detector)
+    return ADAPTERS.get(model_type)(detector, attention=attention)

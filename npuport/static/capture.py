@@ -104,8 +104,8 @@ class Captured:
         gc.collect()
 
 
-def capture(detector: Detector, shapes: ShapeSpec, workdir: Path) -> Captured:
-    static, report = adapt(detector)
+def capture(detector: Detector, shapes: ShapeSpec, workdir: Path, attention: str = "dense") -> Captured:
+    static, report = adapt(detector, attention)
     workdir.mkdir(parents=True, exist_ok=True)
     return Captured(detector=detector, static=static, adapter=report, shapes=shapes, workdir=workdir)
 
