@@ -97,6 +97,15 @@ def inner(runs: int, out: str, art: str | None = None) -> None:
         runners["npuport-openvino-bf16"] = lambda: req16.infer([feeds["input_ids"], feeds["attention_mask"]])
         # a CPU without bf16 runs the bf16 hint in f32: say what ran, not what was asked
         notes["npuport-openvino-bf16"] = f"the CPU plugin runs it at {cm16.get_property('INFERENCE_PRECISION_HINT')}"
+        if Path(f"{art}/banded").exists():  # `port --attention banded`: the same model, sliding layers banded
+            sb = ort.InferenceSession(f"{art}/banded/onnxruntime-fp32/model.onnx", providers=["CPUExecutionProvider"])
+            runners["npuport-onnxruntime-banded"] = lambda: sb.run(None, feeds)[0]
+            cb = ov.Core().compile_model(f"{art}/banded/openvino-fp32/model.xml", "CPU",
+                                         {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+            rb = cb.create_infer_request()
+            runners["npuport-openvino-banded"] = lambda: rb.infer([feeds["input_ids"], feeds["attention_mask"]])
+            notes["npuport-*-banded"] = ("ported with --attention banded (sliding-window layers compute their band "
+                                         "only); its capture proof vs the HF model: " + Path(f"{art}/banded/proof.txt").read_text())
         notes["npuport"] = "artifacts ported by npuport (transformers 5) and loaded with plain onnxruntime / openvino here; they include the pooling + head"
     ref = eager().numpy()
     for n, r in runners.items():
@@ -142,8 +151,14 @@ def main():
 
     art = tempfile.mkdtemp(prefix="npuport-peers-")
     try:
-        port(PortConfig(source=ModelSource(preset="mmbert-base", random_init=True), out=f"{art}/out",
-                        backends=("onnxruntime", "openvino"), shapes=ShapeSpec(buckets=(512,)), capture_methods=(), bench_runs=1))
+        common = dict(source=ModelSource(preset="mmbert-base", random_init=True), backends=("onnxruntime", "openvino"),
+                      shapes=ShapeSpec(buckets=(512,)), bench_runs=1)
+        port(PortConfig(out=f"{art}/out", capture_methods=(), **common))
+        rep = port(PortConfig(out=f"{art}/out/banded", attention="banded", capture_methods=("onnx",), **common))
+        # banded is not bit-exact: its proof (adapted and ONNX graph vs the unmodified HF model) goes with the figures
+        proof = {m: p["max_abs_diff"] for m, p in rep["capture"].items()}
+        parity = {b: r["max_abs_logit_diff"] for b, v in rep["backends"].items() for r in v.values()}
+        Path(f"{art}/out/banded/proof.txt").write_text(f"max|Δlogit| {proof}; runtimes vs eager {parity}")
         subprocess.run([str(py), __file__, "--runs", str(args.runs), "--inner", str(tmp), "--art", f"{art}/out"], check=True,
                        env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
     finally:
