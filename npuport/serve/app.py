@@ -95,39 +95,44 @@ def _parse(raw: bytes):
         return None, f"unreadable JSON value: {str(e)[:120]}"
 
 
-def create_app(cfg: ServeConfig, engine: Engine | None = None):
-    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+class _Metrics:
+    """The service's Prometheus metrics, in a registry of its own (several apps in one process stay apart)."""
 
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter("npuport_requests", "HTTP requests", ["route", "status"], registry=self.registry)
+        self.latency = Histogram("npuport_request_latency_seconds", "request latency", ["route"], registry=self.registry,
+                                 buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
+        self.batch = Histogram("npuport_batch_rows", "rows per runtime batch", registry=self.registry,
+                               buckets=(1, 2, 4, 8, 16, 32, 64))
+        self.bucket = Counter("npuport_bucket_rows", "rows routed per sequence bucket", ["bucket"], registry=self.registry)
+        self.inflight = Gauge("npuport_inflight_requests", "detect requests being served", registry=self.registry)
+
+    def on_batch(self, n: int, buckets) -> None:
+        self.batch.observe(n)
+        for b in buckets:
+            self.bucket.labels(bucket=str(b)).inc()
+
+
+def create_app(cfg: ServeConfig, engine: Engine | None = None):
     key = cfg.api_key()
-    allowed = cfg.hosts()
-    open_routes = {"/healthz", "/", *(("/metrics",) if cfg.public_metrics else ())}
     from ..artifact import read_manifest
 
     # The artifact decides the API: the detector judges {persona, user?, reply} at /v1/detect, a stock classifier
     # reads {text, text_pair?} at /v1/classify. Read from the manifest now; the engine loads in the lifespan.
     is_detector = engine.task.is_detector if engine else read_manifest(select_artifact(cfg.artifact_dir, cfg.backend)).task.is_detector
-    route = "/v1/detect" if is_detector else "/v1/classify"
-    Item, Batch = make_request_models(cfg.max_chars, cfg.max_items, detector=is_detector)
-    registry = CollectorRegistry()
-    m_requests = Counter("npuport_requests", "HTTP requests", ["route", "status"], registry=registry)
-    m_latency = Histogram("npuport_request_latency_seconds", "request latency", ["route"], registry=registry,
-                          buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
-    m_batch = Histogram("npuport_batch_rows", "rows per runtime batch", registry=registry, buckets=(1, 2, 4, 8, 16, 32, 64))
-    m_bucket = Counter("npuport_bucket_rows", "rows routed per sequence bucket", ["bucket"], registry=registry)
-    m_inflight = Gauge("npuport_inflight_requests", "detect requests being served", registry=registry)
+    metrics = _Metrics()
     state: dict = {"ready": False}
-
-    def on_batch(n, buckets):
-        m_batch.observe(n)
-        for b in buckets:
-            m_bucket.labels(bucket=str(b)).inc()
 
     @asynccontextmanager
     async def lifespan(app):
         state["engine"] = engine or Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
                                            allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
         state["engine"].warm_up()
-        state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, on_batch, max_tokens=cfg.max_batch_tokens)
+        state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, metrics.on_batch,
+                                   max_tokens=cfg.max_batch_tokens)
         state["batcher"].start()
         state["ready"] = True
         yield
@@ -140,9 +145,19 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
     app = FastAPI(title=what[0], version="1", lifespan=lifespan, responses=errors,
                   description=f"{what[1]} Served from a compiled, hash-checked artifact whose parity with the eager model "
                   "was proven when it was ported.")
+    open_routes = {"/healthz", "/", *(("/metrics",) if cfg.public_metrics else ())}
+    app.add_middleware(Guard, cfg=cfg, key=key, allowed=cfg.hosts(), open_routes=open_routes,
+                       metrics={"requests": metrics.requests, "latency": metrics.latency, "inflight": metrics.inflight})
+    _info_routes(app, state, metrics, is_detector, key)
+    Item, Batch = make_request_models(cfg.max_chars, cfg.max_items, detector=is_detector)
+    _detect_route(app, cfg, state, Item, Batch, is_detector)
+    _document_bodies(app, Item, Batch)
+    return app
 
-    app.add_middleware(Guard, cfg=cfg, key=key, allowed=allowed, open_routes=open_routes,
-                       metrics={"requests": m_requests, "latency": m_latency, "inflight": m_inflight})
+
+def _info_routes(app: FastAPI, state: dict, metrics: _Metrics, is_detector: bool, key: str | None) -> None:
+    """/healthz, /v1/model, /metrics and the playground page."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     @app.get("/healthz", responses={503: {"model": ErrorBody}})
     async def healthz():
@@ -157,8 +172,8 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
         return state["engine"].model_card()
 
     @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics():
-        return PlainTextResponse(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    async def metrics_page():
+        return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
@@ -167,8 +182,11 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                                 'see <a href="/docs">/docs</a>.</p>')
         return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("__NEEDS_KEY__", "true" if key else "false"))
 
-    detect_errors = {code: {"model": ErrorBody} for code in (413, 415, 422, 429, 503, 504)}
 
+def _detect_route(app: FastAPI, cfg: ServeConfig, state: dict, Item, Batch, is_detector: bool) -> None:
+    """POST /v1/detect (detector) or /v1/classify (stock classifier): one item or {items: [...]}, validated, batched."""
+    route = "/v1/detect" if is_detector else "/v1/classify"
+    detect_errors = {code: {"model": ErrorBody} for code in (413, 415, 422, 429, 503, 504)}
     answer = Union[DetectResponse, BatchResponse] if is_detector else Union[ClassifyResponse, ClassifyBatchResponse]
 
     @app.post(route, response_model=answer, responses=detect_errors,
@@ -211,20 +229,22 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
         return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]})
 
+
+def _document_bodies(app: FastAPI, Item, Batch) -> None:
+    """OpenAPI: the request bodies' schemas come from the very pydantic models that validate them."""
     _orig = app.openapi
 
     def openapi():
         if app.openapi_schema is None:
             schema = _orig()  # FastAPI builds and caches it in app.openapi_schema
             comps = schema.setdefault("components", {}).setdefault("schemas", {})
-            for m in (Item, Batch):  # the request bodies, from the very models that validate them
+            for m in (Item, Batch):
                 js = m.model_json_schema(ref_template="#/components/schemas/{model}")
                 comps.update(js.pop("$defs", {}))
                 comps[m.__name__] = js
         return app.openapi_schema
 
     app.openapi = openapi
-    return app
 
 
 def _answer(eng: Engine, logits_row) -> dict:

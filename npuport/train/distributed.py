@@ -158,25 +158,44 @@ def _round_store(rank: int, world: int, timeout: datetime.timedelta):
     return PrefixStore(f"npuport/{round_id}/", store)
 
 
-def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
-    rank, world = dist.get_rank(), dist.get_world_size()
-    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
-    if cfg.batch % world:
-        raise ConfigError(f"--batch {cfg.batch} must be divisible by the {world} workers (each takes an equal shard)")
-    if rank == 0 and restart == 0 and not resume and (run / "run.json").is_file() and "NPUPORT_LAUNCHED" not in os.environ:
+def _prepare_on_rank0(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, world: int, restart: int) -> None:
+    """Under torchrun (no local launcher did it), rank 0 prepares the run directory, or checks a resumed one."""
+    launched = "NPUPORT_LAUNCHED" in os.environ
+    if restart == 0 and not resume and (run / "run.json").is_file() and not launched:
         raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
-    if rank == 0 and not (run / "run.json").is_file():  # torchrun path: rank 0 prepares the directory
+    if not (run / "run.json").is_file():
         corpus = load_corpus(cfg)
         prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
         info = read_run(run)
         info["distributed"] = {**dcfg.to_json(), "world_size": world}
         write_json_atomic(run / "run.json", info)
-    elif rank == 0 and resume and restart == 0 and "NPUPORT_LAUNCHED" not in os.environ:
-        # torchrun path, resuming: the same checks the local launcher makes (config, corpus, sync, world size)
+    elif resume and restart == 0 and not launched:
+        # resuming: the same checks the local launcher makes (config, corpus, sync, world size)
         vocab0 = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
         info0 = read_run(run)
         prepare_run(run, cfg, True, load_corpus(cfg, vocab0), LMConfig.from_json(info0["model"]))
         check_resume_distributed(run, info0, dcfg, world)
+
+
+def _restore(run: Path, runner, shapes, state_rank: int, global_p: torch.Tensor, momentum: torch.Tensor):
+    """(start step, θ_global, outer momentum, bytes sent): from the newest committed checkpoint, else the start."""
+    steps = committed_steps(run)
+    if not steps:
+        return 0, global_p, momentum, 0
+    start = steps[-1]
+    st = _load_rank(run, start, state_rank)
+    runner.set_state(_unflat(st["param"], shapes), _unflat(st["m"], shapes), _unflat(st["v"], shapes), t=start)
+    return (start, st.get("global", st["param"]).clone(), st.get("momentum", momentum).clone(),
+            int(st["bytes_sent"].item()))
+
+
+def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if cfg.batch % world:
+        raise ConfigError(f"--batch {cfg.batch} must be divisible by the {world} workers (each takes an equal shard)")
+    if rank == 0:
+        _prepare_on_rank0(cfg, dcfg, run, resume, world, restart)
     dist.barrier()
     info = read_run(run)
     vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
@@ -200,20 +219,12 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
     runner = runner or make_runner()
     shapes = [s.shape for s in runner.fns.slots]
     global_p = _flat(runner.get_state()[0]).clone()  # DiLoCo's θ_global
-    momentum = torch.zeros_like(global_p)  # outer Nesterov buffer
-    start, bytes_sent = 0, 0
     # allreduce ranks hold identical state by construction (hashed every few steps): only rank 0's is stored.
     # DiLoCo ranks differ between outer steps: each stores its own.
     state_rank = rank if dcfg.sync == "diloco" else 0
     store = rank_store(run, keep=cfg.keep_checkpoints)
-    steps = committed_steps(run)
-    if steps:
-        start = steps[-1]
-        st = _load_rank(run, start, state_rank)
-        runner.set_state(_unflat(st["param"], shapes), _unflat(st["m"], shapes), _unflat(st["v"], shapes), t=start)
-        global_p = st.get("global", st["param"]).clone()
-        momentum = st.get("momentum", momentum).clone()
-        bytes_sent = int(st["bytes_sent"].item())
+    # momentum: the outer Nesterov buffer
+    start, global_p, momentum, bytes_sent = _restore(run, runner, shapes, state_rank, global_p, torch.zeros_like(global_p))
     metrics = MetricsLog(run / "metrics.jsonl") if rank == 0 else None
     if metrics is not None:
         metrics.truncate(start)
