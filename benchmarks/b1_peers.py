@@ -85,25 +85,26 @@ def inner(runs: int, out: str, art: str | None = None) -> None:
         import openvino as ov
 
         feeds = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-        sess = ort.InferenceSession(f"{art}/onnxruntime-fp32/model.onnx", providers=["CPUExecutionProvider"])
-        runners["npuport-onnxruntime"] = lambda: sess.run(None, feeds)[0]
-        cm = ov.Core().compile_model(f"{art}/openvino-fp32/model.xml", "CPU",
-                                     {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
-        req = cm.create_infer_request()
-        runners["npuport-openvino"] = lambda: req.infer([feeds["input_ids"], feeds["attention_mask"]])
-        cm16 = ov.Core().compile_model(f"{art}/openvino-fp32/model.xml", "CPU",
-                                       {"INFERENCE_PRECISION_HINT": "bf16", "PERFORMANCE_HINT": "LATENCY"})
-        req16 = cm16.create_infer_request()
-        runners["npuport-openvino-bf16"] = lambda: req16.infer([feeds["input_ids"], feeds["attention_mask"]])
+        arrays = [feeds["input_ids"], feeds["attention_mask"]]
+
+        def ort_runner(d):
+            sess = ort.InferenceSession(f"{d}/onnxruntime-fp32/model.onnx", providers=["CPUExecutionProvider"])
+            return lambda: sess.run(None, feeds)[0]
+
+        def ov_runner(d, precision="f32"):
+            cm = ov.Core().compile_model(f"{d}/openvino-fp32/model.xml", "CPU",
+                                         {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY"})
+            req = cm.create_infer_request()
+            return (lambda: req.infer(arrays)), cm.get_property("INFERENCE_PRECISION_HINT")
+
+        runners["npuport-onnxruntime"] = ort_runner(art)
+        runners["npuport-openvino"], _ = ov_runner(art)
+        runners["npuport-openvino-bf16"], ran = ov_runner(art, "bf16")
         # a CPU without bf16 runs the bf16 hint in f32: say what ran, not what was asked
-        notes["npuport-openvino-bf16"] = f"the CPU plugin runs it at {cm16.get_property('INFERENCE_PRECISION_HINT')}"
+        notes["npuport-openvino-bf16"] = f"the CPU plugin runs it at {ran}"
         if Path(f"{art}/banded").exists():  # `port --attention banded`: the same model, sliding layers banded
-            sb = ort.InferenceSession(f"{art}/banded/onnxruntime-fp32/model.onnx", providers=["CPUExecutionProvider"])
-            runners["npuport-onnxruntime-banded"] = lambda: sb.run(None, feeds)[0]
-            cb = ov.Core().compile_model(f"{art}/banded/openvino-fp32/model.xml", "CPU",
-                                         {"INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
-            rb = cb.create_infer_request()
-            runners["npuport-openvino-banded"] = lambda: rb.infer([feeds["input_ids"], feeds["attention_mask"]])
+            runners["npuport-onnxruntime-banded"] = ort_runner(f"{art}/banded")
+            runners["npuport-openvino-banded"], _ = ov_runner(f"{art}/banded")
             notes["npuport-*-banded"] = ("ported with --attention banded (sliding-window layers compute their band "
                                          "only); its capture proof vs the HF model: " + Path(f"{art}/banded/proof.txt").read_text())
         notes["npuport"] = "artifacts ported by npuport (transformers 5) and loaded with plain onnxruntime / openvino here; they include the pooling + head"
