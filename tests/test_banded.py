@@ -98,16 +98,19 @@ def test_banded_refused_for_global_attention_models():
 
 def test_port_cli_banded_records_its_proof(tmp_path, capsys):
     out = tmp_path / "out"
+    # two batch sizes: the graph keeps a symbolic batch (the band's reshapes leave it as -1), proven at both
     assert main(["-q", "port", "--preset", "tiny-modernbert", "--random-init", "--runtime", "onnxruntime",
-                 "--seq-len", "48", "--attention", "banded", "-o", str(out)]) == 0
+                 "--seq-len", "48", "--batch-sizes", "1,2", "--attention", "banded", "-o", str(out)]) == 0
     manifest = json.loads((out / "onnxruntime-fp32" / "manifest.json").read_text())
     assert any("banded" in a for a in manifest["adapter"]["actions"])
     proof = manifest["capture"]["proof"]
     for method in ("adapter", "trace", "export", "onnx"):
         assert proof[method]["max_abs_diff"] <= 1e-5, (method, proof[method])
+        assert set(proof[method]["per_shape"]) == {"1x48", "2x48"}
     # bench tells the two forms apart when they sit side by side (the label says which ran)
     dense = port(PortConfig(source=ModelSource(preset="tiny-modernbert", random_init=True), out=str(tmp_path / "dense"),
-                            backends=("onnxruntime",), shapes=ShapeSpec(buckets=(48,)), capture_methods=(), bench_runs=1))
+                            backends=("onnxruntime",), shapes=ShapeSpec(batch_sizes=(1, 2), buckets=(48,)), capture_methods=(),
+                            bench_runs=1))
     assert dense["adapter"]["attention"] == "dense"
     shutil.move(str(out / "onnxruntime-fp32"), str(tmp_path / "dense" / "onnxruntime-fp32-banded"))
     res = bench(BenchConfig(artifact_dir=str(tmp_path / "dense"), vs=("eager",), runs=2, warmup=0))
