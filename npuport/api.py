@@ -282,12 +282,17 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
                 label = f"{label} ({art.name})"
             progress(f"loading {art.name} (hash check)")
             _, sessions[label] = load_session(art)
-            shapes = sessions[label].shapes
+            # interleaved timing needs one input for every path: the shapes all artifacts were compiled for
+            shapes = set(sessions[label].shapes) if shapes is None else shapes & set(sessions[label].shapes)
             if model is None:  # the comparison paths, and the vocabulary for the inputs
                 progress("loading the source model")
                 model = ModelSource.from_manifest(manifest.source).load()
         if not sessions:
             raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
+        if not shapes:
+            each = "; ".join(f"{n}: {', '.join(f'{b}x{t}' for b, t in sorted(s.shapes))}" for n, s in sessions.items())
+            raise ConfigError(f"the artifacts under {root} share no compiled shape ({each}); bench them apart, or "
+                              "select some with --backend")
         runners = {v: COMPARISONS[v](model) for v in cfg.vs}
         runners.update({n: s.run for n, s in sessions.items()})
         per_shape, raw = {}, {}

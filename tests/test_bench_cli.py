@@ -37,6 +37,24 @@ def test_bench_existing_artifacts_and_int8(tmp_path):
     assert set(res["results"]) == {"eager", "onnxruntime-int8"} and res["best"] == "onnxruntime-int8"
 
 
+def test_bench_times_the_shapes_all_artifacts_share(tmp_path):
+    """Artifacts compiled for different shapes sit side by side: bench times the shapes they share, and refuses
+    (naming each artifact's shapes) when there is none."""
+    import shutil
+
+    src = ModelSource(preset="tiny-bert", random_init=True)
+    for name, buckets, backend in (("a", (16, 32), "onnxruntime"), ("b", (32,), "openvino"), ("c", (24,), "openvino")):
+        port(PortConfig(source=src, out=str(tmp_path / name), backends=(backend,), shapes=ShapeSpec(buckets=buckets),
+                        capture_methods=(), bench_runs=1))
+    shutil.move(str(tmp_path / "b" / "openvino-fp32"), str(tmp_path / "a" / "openvino-fp32"))
+    res = bench(BenchConfig(artifact_dir=str(tmp_path / "a"), vs=("eager",), runs=2, warmup=0))
+    assert set(res["per_shape"]) == {"1x32"} and set(res["results"]) == {"eager", "onnxruntime", "openvino"}
+    shutil.rmtree(tmp_path / "a" / "openvino-fp32")
+    shutil.move(str(tmp_path / "c" / "openvino-fp32"), str(tmp_path / "a" / "openvino-fp32"))
+    with pytest.raises(ConfigError, match="share no compiled shape.*1x16, 1x32.*1x24"):
+        bench(BenchConfig(artifact_dir=str(tmp_path / "a"), vs=("eager",), runs=2, warmup=0))
+
+
 def test_bench_bad_input(tmp_path):
     with pytest.raises(ConfigError, match="unknown --vs path 'tensorflow'"):
         BenchConfig(source=ModelSource(preset="tiny-bert", random_init=True), vs=("tensorflow",))
