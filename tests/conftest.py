@@ -63,14 +63,30 @@ def step_graph_dir(tmp_path_factory):
     return d
 
 
+def fixed_tokenizer(texts, vocab_size=300):
+    """A WordPiece tokenizer whose vocabulary is built here in a fixed order (specials, every character as a word
+    start and as a continuation, then whole words by count): the same token ids on every run. `train_tokenizer`'s
+    trainer breaks ties in hash-map order, so a random-init model fed its ids can put a row at the decision
+    threshold in one run and not the next (test_qnn's int8 port failed one CI run that way)."""
+    from collections import Counter
+
+    from npuport.detector.tokenizer import SPECIALS, wordpiece_tokenizer
+
+    pipe = wordpiece_tokenizer({t: i for i, t in enumerate(SPECIALS)})._tokenizer
+    words = Counter(w for t in texts for w, _ in pipe.pre_tokenizer.pre_tokenize_str(pipe.normalizer.normalize_str(t)))
+    chars = sorted({c for w in words for c in w})
+    tokens = list(SPECIALS) + chars + [f"##{c}" for c in chars]
+    tokens += [w for w, _ in sorted(words.items(), key=lambda kv: (-kv[1], kv[0])) if len(w) > 1]
+    return wordpiece_tokenizer({t: i for i, t in enumerate(dict.fromkeys(tokens[:vocab_size]))})
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    """A real tiny ModernBERT detector directory: config.json, model.safetensors, trained tokenizer."""
-    from npuport.detector.tokenizer import train_tokenizer
+    """A real tiny ModernBERT detector directory: config.json, model.safetensors, a tokenizer with fixed ids."""
     from npuport.models.detector import build_preset
 
     d = tmp_path_factory.mktemp("tiny_model")
-    tok = train_tokenizer(PERSONA_TEXTS * 3, vocab_size=300)
+    tok = fixed_tokenizer(PERSONA_TEXTS * 3, vocab_size=300)
     model = build_preset("tiny-modernbert", seed=1, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                          cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
                          bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
