@@ -181,45 +181,16 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     say = progress or (lambda m: None)
     identity = _identity(cfg)
     store = _store(out)
-    resumed = _check_resume(cfg, out, identity, store) if cfg.resume else None
-    if resumed is not None:
-        model, tokenizer = resumed[1][0], resumed[1][1]
-    else:
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
-        if model is None:
-            model, tokenizer = _initial_model(cfg, tokenizer)
-    if tokenizer is None:
-        raise ConfigError("the model directory has no tokenizer files; training needs one")
+    resumed, model, tokenizer = _model_to_train(cfg, out, identity, store, model, tokenizer)
     pad_id = tokenizer.pad_token_id
-    train_ex = load_examples(cfg.data, require_label=True)
-    val_ex = load_examples(cfg.val, require_label=True) if cfg.val else None
-    rows, labels = encode(tokenizer, train_ex, cfg.max_len), np.array([e.label for e in train_ex], dtype=np.int64)
-    val_rows = encode(tokenizer, val_ex, cfg.max_len) if val_ex else None
-    val_labels = np.array([e.label for e in val_ex]) if val_ex else None
+    rows, labels, val_rows, val_labels = _encoded(cfg, tokenizer)
     if not cfg.resume:  # inputs are valid: only now does the run directory appear
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "train_config.json", identity)
-
-    steps_per_epoch = _steps_per_epoch(cfg, rows)
-    total = steps_per_epoch * cfg.epochs
-    if cfg.train_top_layers is not None:
-        n = freeze_below(model, cfg.train_top_layers)
-        say(f"training the top {cfg.train_top_layers} layers and the head ({n / 1e6:.1f}M parameters), the rest frozen")
-    if cfg.backend is None:
-        epochs = EagerEpochs(model, tokenizer, cfg, rows, total, say)
-    else:
-        from .static_train import StaticEpochs
-
-        epochs = StaticEpochs(model, tokenizer, cfg, total, out, say)
-    state = {"epoch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "threshold": 0.5}
+    total = _steps_per_epoch(cfg, rows) * cfg.epochs
+    epochs = _epoch_runner(cfg, model, tokenizer, rows, total, out, say)
     metrics = MetricsLog(out / "metrics.jsonl", key="epoch")
-    if resumed is not None:
-        state = epochs.restore(resumed[1][2], resumed[1][3])
-        say(f"resuming after epoch {state['epoch']} (step {state['step']})")
-        metrics.truncate(state["epoch"])  # epochs after the checkpoint are replayed: drop their records
-    else:
-        metrics.reset()
+    state = _start_state(epochs, resumed, metrics, say)
     t0 = time.perf_counter()
     if state["epoch"] < cfg.epochs and hasattr(epochs, "start"):
         epochs.start()
@@ -274,6 +245,55 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
                "history": metrics.read()}
     write_json_atomic(out / "train_summary.json", summary)
     return summary
+
+
+def _model_to_train(cfg: TrainConfig, out: Path, identity: dict, store, model, tokenizer):
+    """(resumed checkpoint or None, model, tokenizer): the checkpoint's on --resume, else the given or initial one
+    (into an empty or new -o only)."""
+    resumed = _check_resume(cfg, out, identity, store) if cfg.resume else None
+    if resumed is not None:
+        model, tokenizer = resumed[1][0], resumed[1][1]
+    else:
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
+        if model is None:
+            model, tokenizer = _initial_model(cfg, tokenizer)
+    if tokenizer is None:
+        raise ConfigError("the model directory has no tokenizer files; training needs one")
+    return resumed, model, tokenizer
+
+
+def _encoded(cfg: TrainConfig, tokenizer):
+    """(train rows, train labels, val rows or None, val labels or None), token ids cut to --max-len."""
+    train_ex = load_examples(cfg.data, require_label=True)
+    val_ex = load_examples(cfg.val, require_label=True) if cfg.val else None
+    rows, labels = encode(tokenizer, train_ex, cfg.max_len), np.array([e.label for e in train_ex], dtype=np.int64)
+    if not val_ex:
+        return rows, labels, None, None
+    return rows, labels, encode(tokenizer, val_ex, cfg.max_len), np.array([e.label for e in val_ex])
+
+
+def _epoch_runner(cfg: TrainConfig, model, tokenizer, rows, total: int, out: Path, say):
+    """Eager PyTorch, or the classifier step as static graphs on --backend; with --train-top-layers the rest frozen."""
+    if cfg.train_top_layers is not None:
+        n = freeze_below(model, cfg.train_top_layers)
+        say(f"training the top {cfg.train_top_layers} layers and the head ({n / 1e6:.1f}M parameters), the rest frozen")
+    if cfg.backend is None:
+        return EagerEpochs(model, tokenizer, cfg, rows, total, say)
+    from .static_train import StaticEpochs
+
+    return StaticEpochs(model, tokenizer, cfg, total, out, say)
+
+
+def _start_state(epochs, resumed, metrics: MetricsLog, say) -> dict:
+    """The loop's state: fresh, or the checkpoint's (records of the epochs after it dropped: they are replayed)."""
+    if resumed is None:
+        metrics.reset()
+        return {"epoch": 0, "step": 0, "best_f1": -1.0, "best_epoch": 0, "bad_epochs": 0, "threshold": 0.5}
+    state = epochs.restore(resumed[1][2], resumed[1][3])
+    say(f"resuming after epoch {state['epoch']} (step {state['step']})")
+    metrics.truncate(state["epoch"])
+    return state
 
 
 def _steps_per_epoch(cfg: TrainConfig, rows) -> int:
