@@ -262,22 +262,10 @@ def prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg:
 def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
           on_step: Callable[[dict], None] | None = None) -> TrainResult:
     run = Path(run)
-    vocab = None
-    if resume:
-        vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text())) if (run / "vocab.json").is_file() else None
-    corpus = load_corpus(cfg, vocab)
-    if resume and (run / "run.json").is_file():
-        mcfg = LMConfig.from_json(read_run(run)["model"])
-    else:
-        mcfg = model_config(cfg, corpus.vocab.size)
+    corpus, mcfg = _corpus_and_model_config(cfg, run, resume)
     info = prepare_run(run, cfg, resume, corpus, mcfg)
     threads = cfg.threads or torch.get_num_threads()
-    model = build_lm(mcfg, seed=cfg.seed)
-    if cfg.init_jitter:
-        with torch.no_grad():
-            g = torch.Generator().manual_seed(cfg.seed + 1)
-            for p in model.parameters():
-                p.mul_(1.0 + cfg.init_jitter * torch.randn(p.shape, generator=g))
+    model = _initial_model(cfg, mcfg)
     names = [n for n, _ in model.named_parameters()]
     train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
     val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
@@ -292,14 +280,10 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
 
     store = checkpoints(run, keep=cfg.keep_checkpoints)
     metrics = MetricsLog(run / "metrics.jsonl")
-    start = 0
     if resume:
-        found = store.load_latest(lambda p: load_checkpoint(p, names))
-        if found:
-            start, state = found[1]
-            runner.set_state(*state, t=start)
-        metrics.truncate(start)  # the steps after the checkpoint are replayed and logged again, identically
+        start = _restore(store, runner, names, metrics)
     else:
+        start = 0
         metrics.reset()
 
     tokens = cfg.batch * cfg.seq_len
@@ -337,7 +321,6 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     history = metrics.read()
     loss = history[-1]["loss"] if history else float("nan")
     val_loss = next((r["val_loss"] for r in reversed(history) if "val_loss" in r), None)
-
     steady = step_times[min(len(step_times) // 10, 5):] or step_times  # skip warm-up steps
     tps = tokens / statistics.median(steady) if steady else float("nan")
     manifest = {
@@ -352,6 +335,40 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     }
     write_json_atomic(run / "manifest.json", manifest)
     return TrainResult(run, cfg.steps, loss, val_loss, tps, manifest)
+
+
+def _restore(store, runner, names, metrics: MetricsLog) -> int:
+    """The step to start from: the newest readable checkpoint's (its state into the runner), else 0. The steps after
+    it are replayed and logged again, identically: their old records are dropped."""
+    start = 0
+    found = store.load_latest(lambda p: load_checkpoint(p, names))
+    if found:
+        start, state = found[1]
+        runner.set_state(*state, t=start)
+    metrics.truncate(start)
+    return start
+
+
+def _corpus_and_model_config(cfg: TrainConfig, run: Path, resume: bool):
+    """On --resume the run's own vocabulary and model config (the corpus is checked against them), else new ones."""
+    vocab = None
+    if resume and (run / "vocab.json").is_file():
+        vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
+    corpus = load_corpus(cfg, vocab)
+    if resume and (run / "run.json").is_file():
+        return corpus, LMConfig.from_json(read_run(run)["model"])
+    return corpus, model_config(cfg, corpus.vocab.size)
+
+
+def _initial_model(cfg: TrainConfig, mcfg: LMConfig):
+    """The seeded init; --init-jitter scales every weight by (1 + jitter * N(0, 1)) (the fp32 noise-floor run)."""
+    model = build_lm(mcfg, seed=cfg.seed)
+    if cfg.init_jitter:
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(cfg.seed + 1)
+            for p in model.parameters():
+                p.mul_(1.0 + cfg.init_jitter * torch.randn(p.shape, generator=g))
+    return model
 
 
 
