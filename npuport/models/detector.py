@@ -149,11 +149,43 @@ def _check_config_types(config, where: Path) -> None:
 def load_detector(directory: str | os.PathLike, *, new_head: bool = False):
     """A detector directory -> Detector; a stock `*ForSequenceClassification` checkpoint -> HFClassifier with its
     own head; a plain backbone -> Detector with a new random head only when `new_head`, else ModelLoadError."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    from transformers import AutoConfig
+    from .classifier import build_classifier, headless_error, is_sequence_classifier
 
     d = Path(directory)
+    raw = _read_config(d)
+    weights = d / WEIGHTS_NAME
+    if not weights.is_file():
+        hint = " (pickle checkpoints such as pytorch_model.bin are never loaded; convert to safetensors)" if (
+            d / "pytorch_model.bin"
+        ).exists() else ""
+        raise ModelLoadError(f"{weights} is missing{hint}")
+    spec_raw = raw.pop(DETECTOR_KEY, None)
+    config, spec = _parse_config(raw, spec_raw, d)
+    state = _read_weights(weights)
+    if spec_raw is None and is_sequence_classifier(raw) and not new_head:
+        _segment_rule(config, d)
+        return build_classifier(config, state, d)
+    if spec_raw is None and not new_head:
+        raise headless_error(d, raw)
+    if spec_raw is not None and not any(k.startswith("head.") for k in state):
+        raise ModelLoadError(f"{weights} has no head.* weights though {d}/{CONFIG_NAME} describes a detector")
+    model = Detector(config, spec)
+    if spec_raw is not None:
+        missing, unexpected = model.load_state_dict(state, strict=False)
+    else:
+        log.info("%s: loading the backbone only, new head initialised at random (--new-head)", d)
+        missing, unexpected = model.backbone.load_state_dict(_backbone_state(state, model.backbone), strict=False)
+    # Buffers such as rotary inv_freq are recomputed from config; real weights must all be present.
+    missing = [k for k in missing if "inv_freq" not in k and "position_ids" not in k]
+    if missing:
+        raise ModelLoadError(f"{weights} lacks {len(missing)} weights, e.g. {missing[:3]}: is it the right model?")
+    if unexpected:
+        raise ModelLoadError(f"{weights} has {len(unexpected)} unexpected weights, e.g. {list(unexpected)[:3]}")
+    return model.eval()
+
+
+def _read_config(d: Path) -> dict:
+    """config.json as a dict of a supported model_type, or a ModelLoadError / UnsupportedArchitecture naming why."""
     if not d.is_dir():
         raise ModelLoadError(f"model directory {str(d)!r} does not exist (give a HF model directory or --preset NAME)")
     if not (d / CONFIG_NAME).is_file():
@@ -171,62 +203,55 @@ def load_detector(directory: str | os.PathLike, *, new_head: bool = False):
         raise UnsupportedArchitecture(
             f"model_type {model_type!r} in {d}/{CONFIG_NAME} is not supported; supported: {', '.join(SUPPORTED_MODEL_TYPES)}"
         )
-    weights = d / WEIGHTS_NAME
-    if not weights.is_file():
-        hint = " (pickle checkpoints such as pytorch_model.bin are never loaded; convert to safetensors)" if (
-            d / "pytorch_model.bin"
-        ).exists() else ""
-        raise ModelLoadError(f"{weights} is missing{hint}")
-    spec_raw = raw.pop(DETECTOR_KEY, None)
+    return raw
+
+
+def _parse_config(raw: dict, spec_raw: dict | None, d: Path):
+    """(HF config, DetectorSpec) from config.json's fields; a bad field is a ModelLoadError naming the file."""
+    from transformers import AutoConfig
+
     try:
         config = AutoConfig.for_model(**raw)
         _check_config_types(config, d / CONFIG_NAME)
         spec = DetectorSpec(**{**spec_raw, "labels": tuple(spec_raw.get("labels", LABELS))}) if spec_raw else DetectorSpec()
     except (TypeError, ValueError, KeyError, AttributeError, _config_validation_error()) as e:
-        raise ModelLoadError(f"{d}/{CONFIG_NAME} is not a valid {model_type} config: {e}") from None
+        raise ModelLoadError(f"{d}/{CONFIG_NAME} is not a valid {raw.get('model_type')} config: {e}") from None
+    return config, spec
+
+
+def _read_weights(weights: Path) -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
     try:
-        state = load_file(str(weights))
+        return load_file(str(weights))
     except (SafetensorError, OSError) as e:
         raise ModelLoadError(f"{weights} is not a readable safetensors file: {e}") from None
-    from .classifier import build_classifier, headless_error, is_sequence_classifier
 
-    if spec_raw is None and is_sequence_classifier(raw) and not new_head:
-        from .classifier import SEGMENT_KEY
 
-        if getattr(config, "type_vocab_size", 1) > 1 and getattr(config, SEGMENT_KEY, None) is None:
-            # Segment ids only where the model's own tokenizer makes them (BERT does, XLM-R does not); the config
-            # does not name [SEP], the tokenizer does. Recorded in the config so a saved copy keeps the rule.
-            tok = load_tokenizer(d)
-            if tok is not None and "token_type_ids" in tok.model_input_names and tok.sep_token_id is not None:
-                setattr(config, SEGMENT_KEY, int(tok.sep_token_id))
-        return build_classifier(config, state, d)
-    if spec_raw is None and not new_head:
-        raise headless_error(d, raw)
-    if spec_raw is not None and not any(k.startswith("head.") for k in state):
-        raise ModelLoadError(f"{weights} has no head.* weights though {d}/{CONFIG_NAME} describes a detector")
-    model = Detector(config, spec)
-    if spec_raw is not None:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    else:
-        # --new-head: strip the task-model prefix, keep only backbone tensors, start the head at random.
-        log.info("%s: loading the backbone only, new head initialised at random (--new-head)", d)
-        bb_state = {}
-        for k, v in state.items():
-            for p in _BACKBONE_PREFIXES:
-                if k.startswith(p):
-                    k = k[len(p):]
-                    break
-            bb_state[k] = v
-        own = model.backbone.state_dict()
-        bb_state = {k: v for k, v in bb_state.items() if k in own}
-        missing, unexpected = model.backbone.load_state_dict(bb_state, strict=False)
-    # Buffers such as rotary inv_freq are recomputed from config; real weights must all be present.
-    missing = [k for k in missing if "inv_freq" not in k and "position_ids" not in k]
-    if missing:
-        raise ModelLoadError(f"{weights} lacks {len(missing)} weights, e.g. {missing[:3]}: is it the right model?")
-    if unexpected:
-        raise ModelLoadError(f"{weights} has {len(unexpected)} unexpected weights, e.g. {list(unexpected)[:3]}")
-    return model.eval()
+def _segment_rule(config, d: Path) -> None:
+    """Segment ids only where the model's own tokenizer makes them (BERT does, XLM-R does not); the config does not
+    name [SEP], the tokenizer does. Recorded in the config so a saved copy keeps the rule."""
+    from .classifier import SEGMENT_KEY
+
+    if getattr(config, "type_vocab_size", 1) > 1 and getattr(config, SEGMENT_KEY, None) is None:
+        tok = load_tokenizer(d)
+        if tok is not None and "token_type_ids" in tok.model_input_names and tok.sep_token_id is not None:
+            setattr(config, SEGMENT_KEY, int(tok.sep_token_id))
+
+
+def _backbone_state(state: dict, backbone) -> dict:
+    """--new-head: a task model's tensors with its prefix stripped, only those the backbone has."""
+    own = backbone.state_dict()
+    out = {}
+    for k, v in state.items():
+        for p in _BACKBONE_PREFIXES:
+            if k.startswith(p):
+                k = k[len(p):]
+                break
+        if k in own:
+            out[k] = v
+    return out
 
 
 def load_tokenizer(directory: str | os.PathLike):
