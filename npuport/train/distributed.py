@@ -189,6 +189,66 @@ def _restore(run: Path, runner, shapes, state_rank: int, global_p: torch.Tensor,
             int(st["bytes_sent"].item()))
 
 
+class _Sync:
+    """What keeps the ranks together, and what a rank carries between steps besides its runner: DiLoCo's θ_global
+    and outer Nesterov momentum, and the bytes sent so far."""
+
+    def __init__(self, runner, dist, dcfg: DistConfig, steps: int, global_p, momentum, bytes_sent: int):
+        self.runner, self.dist, self.dcfg, self.steps = runner, dist, dcfg, steps
+        self.world = dist.get_world_size()
+        self.shapes = [s.shape for s in runner.fns.slots]
+        self.global_p, self.momentum, self.bytes_sent = global_p, momentum, bytes_sent
+
+    def _mean(self, t: torch.Tensor) -> torch.Tensor:
+        self.dist.all_reduce(t)  # one bucket for all tensors
+        t /= self.world
+        self.bytes_sent += t.numel() * t.element_size() if self.world > 1 else 0
+        return t
+
+    def step(self, step: int, lr: float, x, y) -> float:
+        if self.dcfg.sync == "allreduce":  # gradients averaged every step; identical states checked by hash
+            loss, grads = self.runner.grad(x, y)
+            g = self._mean(_flat(grads).clone())
+            self.runner.apply([t.numpy() for t in _unflat(g, self.shapes)], step, lr)
+            if step % self.dcfg.hash_every == 0 or step == self.steps:
+                _check_identical(self.runner.get_state()[0], self.dist, step)
+            return loss
+        loss = self.runner.step(step, lr, x, y)
+        if step % self.dcfg.inner_steps == 0 or step == self.steps:  # DiLoCo outer step
+            p, m, v = self.runner.get_state()
+            delta = self._mean(self.global_p - _flat(p))  # pseudo-gradient
+            # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
+            mu = self.dcfg.outer_momentum
+            self.momentum = self.momentum * mu + delta
+            self.global_p = self.global_p - self.dcfg.outer_lr * (delta + mu * self.momentum)
+            self.runner.set_state(_unflat(self.global_p, self.shapes), m, v, t=step)
+        return loss
+
+    def model_params(self, p=None):
+        """The parameters the run's model is: θ_global under DiLoCo, the (identical) rank parameters otherwise."""
+        if self.dcfg.sync == "diloco":
+            return _unflat(self.global_p, self.shapes)
+        return self.runner.get_state()[0] if p is None else p
+
+    def rank_state(self) -> dict:
+        p, m, v = self.runner.get_state()
+        return {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": self.global_p, "momentum": self.momentum,
+                "bytes_sent": torch.tensor(self.bytes_sent, dtype=torch.int64)}
+
+
+def _open_runner(cfg: TrainConfig, dcfg: DistConfig, model, run: Path, rank: int, shard: int, dist):
+    """Every rank runs the same graph: rank 0 exports it into graphs/ first, the others then reuse that file (a file
+    whose key or hash does not match is exported again). Compiled forms (AOTInductor packages) stay per rank."""
+    def make():
+        return open_step_runner(cfg.backend, model, cfg.optim, batch=shard, seq_len=cfg.seq_len,
+                                form="split" if dcfg.sync == "allreduce" else "fused", gather_free=cfg.npu_friendly,
+                                workdir=run / "graphs", compiled_dir=run / "graphs" / f"rank_{rank}", threads=1)
+
+    runner = make() if rank == 0 else None
+    dist.barrier()
+    return runner or make()
+
+
 def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
@@ -197,34 +257,21 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
     if rank == 0:
         _prepare_on_rank0(cfg, dcfg, run, resume, world, restart)
     dist.barrier()
-    info = read_run(run)
-    vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
-    corpus = load_corpus(cfg, vocab)
-    mcfg = LMConfig.from_json(info["model"])
+    corpus = load_corpus(cfg, CharVocab.from_json(json.loads((run / "vocab.json").read_text())))
+    mcfg = LMConfig.from_json(read_run(run)["model"])
     model = build_lm(mcfg, seed=cfg.seed)
     shard = cfg.batch // world
     rows = slice(rank * shard, (rank + 1) * shard)
     train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
-    form = "split" if dcfg.sync == "allreduce" else "fused"
-
-    def make_runner():
-        # Every rank runs the same graph: rank 0 exports it into graphs/, the others reuse that file (a file whose
-        # key or hash does not match is exported again). Compiled forms (AOTInductor packages) stay per rank.
-        return open_step_runner(cfg.backend, model, cfg.optim, batch=shard, seq_len=cfg.seq_len, form=form,
-                                gather_free=cfg.npu_friendly, workdir=run / "graphs",
-                                compiled_dir=run / "graphs" / f"rank_{rank}", threads=1)
-
-    runner = make_runner() if rank == 0 else None
-    dist.barrier()
-    runner = runner or make_runner()
+    runner = _open_runner(cfg, dcfg, model, run, rank, shard, dist)
     shapes = [s.shape for s in runner.fns.slots]
-    global_p = _flat(runner.get_state()[0]).clone()  # DiLoCo's θ_global
+    global_p = _flat(runner.get_state()[0]).clone()
     # allreduce ranks hold identical state by construction (hashed every few steps): only rank 0's is stored.
     # DiLoCo ranks differ between outer steps: each stores its own.
     state_rank = rank if dcfg.sync == "diloco" else 0
     store = rank_store(run, keep=cfg.keep_checkpoints)
-    # momentum: the outer Nesterov buffer
-    start, global_p, momentum, bytes_sent = _restore(run, runner, shapes, state_rank, global_p, torch.zeros_like(global_p))
+    start, *carried = _restore(run, runner, shapes, state_rank, global_p, torch.zeros_like(global_p))
+    sync = _Sync(runner, dist, dcfg, cfg.steps, *carried)
     metrics = MetricsLog(run / "metrics.jsonl") if rank == 0 else None
     if metrics is not None:
         metrics.truncate(start)
@@ -235,57 +282,32 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
     t_train = time.perf_counter()
 
     def one_step(step: int) -> dict:
-        nonlocal global_p, momentum, bytes_sent
         if fault and restart == 0 and fault == f"{rank}:{step}":
             os.kill(os.getpid(), signal.SIGKILL)  # a worker lost mid-run (tests)
         x, y = train_b.get(step, rows)
         lr = lr_at(cfg, step)
         ts = time.perf_counter()
-        if dcfg.sync == "allreduce":
-            loss, grads = runner.grad(x, y)
-            g = _flat(grads).clone()
-            dist.all_reduce(g)  # one bucket for all gradients
-            g /= world
-            bytes_sent += g.numel() * g.element_size() if world > 1 else 0
-            runner.apply([t.numpy() for t in _unflat(g, shapes)], step, lr)
-            if step % dcfg.hash_every == 0 or step == cfg.steps:
-                _check_identical(runner.get_state()[0], dist, step)
-        else:
-            loss = runner.step(step, lr, x, y)
-            if step % dcfg.inner_steps == 0 or step == cfg.steps:  # outer step
-                p, m, v = runner.get_state()
-                delta = global_p - _flat(p)  # pseudo-gradient
-                dist.all_reduce(delta)
-                delta /= world
-                bytes_sent += delta.numel() * delta.element_size() if world > 1 else 0
-                # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
-                momentum = momentum * dcfg.outer_momentum + delta
-                global_p = global_p - dcfg.outer_lr * (delta + dcfg.outer_momentum * momentum)
-                runner.set_state(_unflat(global_p, shapes), m, v, t=step)
+        loss = sync.step(step, lr, x, y)
         dt = time.perf_counter() - ts
         lt = torch.tensor([loss], dtype=torch.float64)
         dist.all_reduce(lt)  # the logged loss is the mean over workers (not counted as sync traffic)
         return {"step": step, "loss": float(lt.item()) / world, "lr": lr, "step_s": round(dt, 6),
-                "tokens_per_s": round(tokens / dt, 1), "bytes_sent": bytes_sent}
+                "tokens_per_s": round(tokens / dt, 1), "bytes_sent": sync.bytes_sent}
 
     def validate(step: int) -> dict:
-        pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else runner.get_state()[0]
-        load_params(eval_model, pp)
+        load_params(eval_model, sync.model_params())
         val = evaluate(eval_model, val_b)
         return {"val_loss": val, "val_bpc": val / math.log(2)}
 
     def checkpoint(step: int) -> None:  # collective: every rank calls it at the same steps
-        p, m, v = runner.get_state()
         if rank == state_rank:
-            state = {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": global_p, "momentum": momentum,
-                     "bytes_sent": torch.tensor(bytes_sent, dtype=torch.int64)}
-            _save_rank(run, step, rank, state)
+            _save_rank(run, step, rank, sync.rank_state())
         dist.barrier()
         if rank == 0:
             write_json_atomic(store.path(step) / COMMIT, {"step": step, "world_size": world, "sync": dcfg.sync})
             # rank 0's model checkpoint serves eval / sample / compare, like a single-process run's
-            pp = _unflat(global_p, shapes) if dcfg.sync == "diloco" else p
-            save_checkpoint(run, step, runner.fns.names, (pp, m, v))
+            p, m, v = runner.get_state()
+            save_checkpoint(run, step, runner.fns.names, (sync.model_params(p), m, v))
             store.prune()
             model_checkpoints(run, keep=cfg.keep_checkpoints).prune()
 
@@ -297,8 +319,8 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
         if metrics is not None:
             metrics.close()
     if rank == 0:
-        _write_run_manifest(run, runner.info, cfg, dcfg, world, start=start, restart=restart, bytes_sent=bytes_sent,
-                            param_bytes=int(global_p.numel() * 4), wall_s=time.perf_counter() - t_train,
+        _write_run_manifest(run, runner.info, cfg, dcfg, world, start=start, restart=restart, bytes_sent=sync.bytes_sent,
+                            param_bytes=int(sync.global_p.numel() * 4), wall_s=time.perf_counter() - t_train,
                             n_params=count_parameters(model))
 
 
