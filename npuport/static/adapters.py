@@ -142,9 +142,6 @@ def adapt_modernbert(detector: Detector, *, attention: str = "dense") -> tuple[S
         def call(backbone, input_ids, attention_mask, additive_masks=False):  # 4.x builds float masks itself
             return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-        if attention == "banded":
-            banded.check(detector.model_type, cfg.layer_types, window, (), report.transformers_version)
-
     else:
         # transformers 5.x: no unpadding path; masks come from masking_utils, which returns None for unpadded
         # input (a data-dependent shortcut a trace would freeze). We pass the per-layer-type masks ourselves.
@@ -183,8 +180,6 @@ def _banded_attention(bb: nn.Module, window: int, report: AdapterReport) -> None
 
 def adapt_bert_family(detector: Detector, *, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
     """BERT, RoBERTa, XLM-RoBERTa, DistilBERT: SDPA and a prepared 4-D mask (no data-dependent mask skipping)."""
-    if attention == "banded":
-        banded.check(detector.model_type, None, None, (), _tf_version())
     bb = detector.backbone
     report = AdapterReport(adapter="bert-family", transformers_version=_tf_version())
     _force_sdpa(bb, report)
@@ -223,4 +218,5 @@ def adapt(detector: Detector, attention: str = "dense") -> tuple[StaticDetector,
         raise UnsupportedArchitecture(
             f"no adapter for model_type {model_type!r}; supported: {', '.join(ADAPTERS.names())}"
         )
+    check_attention(detector, attention, ())  # the model; the compiled lengths are checked when a port starts
     return ADAPTERS.get(model_type)(detector, attention=attention)
