@@ -72,7 +72,7 @@ def fixed_tokenizer(texts, vocab_size=300):
 
     from npuport.detector.tokenizer import SPECIALS, wordpiece_tokenizer
 
-    pipe = wordpiece_tokenizer({t: i for i, t in enumerate(SPECIALS)})._tokenizer
+    pipe = wordpiece_tokenizer({t: i for i, t in enumerate(SPECIALS)}).backend_tokenizer
     words = Counter(w for t in texts for w, _ in pipe.pre_tokenizer.pre_tokenize_str(pipe.normalizer.normalize_str(t)))
     chars = sorted({c for w in words for c in w})
     tokens = list(SPECIALS) + chars + [f"##{c}" for c in chars]
