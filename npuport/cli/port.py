@@ -47,7 +47,7 @@ def register(sub) -> None:
     p.add_argument("--attention", choices=ATTENTION_FORMS, default="dense",
                    help="dense (default): adapted graph == HF model bit for bit; banded: sliding-window layers "
                         "(ModernBERT, mmBERT) compute only their band of scores at a compiled length above 3 "
-                        "half-windows - less arithmetic, ~1e-6 from HF (the proof records it)")
+                        "half-windows - less arithmetic, not bit-exact (the proof records how far from HF)")
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)

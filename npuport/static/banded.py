@@ -8,7 +8,8 @@ T x 3b scores instead of T x T (at T = 512, w = 64: 37.5 %). Global layers keep 
 
 Not bit-exact: the masked keys dense attention drops contribute exactly 0 either way, but the GEMM that forms
 the scores and the softmax's sum run over differently shaped operands, so results differ in the last bits
-(~1e-6 on logits; the capture proof records the figure, and `--attention dense`, the default, stays exact).
+(fp32 rounding on logits; the capture proof records the figure, and `--attention dense`, the default,
+stays exact).
 
 Shapes stay static: the band is built from Python ints, so it applies only when the sequence length is a
 concrete number at capture time (one compiled length). A symbolic length (one ONNX file shared by several
