@@ -186,3 +186,31 @@ def test_histogram_calibration_over_several_buckets(tiny_model_dir, eval_jsonl, 
     (art,) = find_artifacts(out)
     meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
     assert meta["calibration_method"] == "percentile" and meta["calibration_batches"] == 12  # the 32-token batches
+
+
+
+def test_onnxruntime_int8_runs_its_integer_kernels_at_pinned_shapes(tmp_path):
+    """Each bucket's session pins the dims; ORT's MatMulAddFusion then turned a biased MatMul into Reshape + Gemm before
+    the QDQ fusions ran, and those layers ran as float Gemms over weights dequantised per call (3x slower at 1 x 128 on
+    the demo detector, and not the int8 graph the proof was about). With the options an int8 artifact's sessions get,
+    ORT's optimised graph runs every linear layer as MatMulIntegerToFloat and has no float Gemm."""
+    import collections
+
+    import onnxruntime as ort
+
+    from npuport.runtimes.onnxruntime import disabled_optimizers, session_options
+
+    out = tmp_path / "o"
+    assert main(["-q", "port", "--preset", "tiny-bert", "--random-init", "-o", str(out), "--seq-len", "16",
+                 "--precision", "int8", "--backend", "onnxruntime", "--min-agreement", "0", "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    g = onnx.load(str(art / "model.onnx"), load_external_data=False).graph
+    inits, produced = {i.name for i in g.initializer}, {o: n for n in g.node for o in n.output}
+    weights = sum(n.op_type == "MatMul" and n.input[1] in produced and produced[n.input[1]].input[0] in inits
+                  for n in g.node)  # the linear layers: MatMul(activation, DequantizeLinear(int8 weight))
+    so = session_options(1, {"batch": 1, "seq": 16})
+    so.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    ort.InferenceSession(str(art / "model.onnx"), so, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=disabled_optimizers("int8"))
+    ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
+    assert weights > 0 and ops["MatMulIntegerToFloat"] >= weights and ops["Gemm"] == 0  # QGemm (the 2-D head) is int8
