@@ -166,7 +166,7 @@ def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minm
     # MatMul/Gemm outputs stay float: ORT then fuses each one into MatMulIntegerToFloat (int8 product, scaled once to
     # float) instead of QLinearMatMul followed by a Quantize/Dequantize pair of its output. One rounding step fewer
     # per layer and fewer passes over the activations: mmBERT-base 1 x 512 banded ran 396 -> 347 ms, and the demo
-    # detector's max |dlogit| on its test split fell 4.7 -> 1.9 (benchmarks/p11_int8.py measures both).
+    # detector (MinMax) on its test split: max |dlogit| 4.7 -> 2.0, decisions 97.2 -> 98.9 %, 1 x 128 15 -> 12 ms.
     extra = {"WeightSymmetric": True, "ActivationSymmetric": False,
              "OpTypesToExcludeOutputQuantization": ["MatMul", "Gemm"]}
     if method == "percentile":
