@@ -2,12 +2,12 @@
 
 Three parts, one JSON (benchmarks/results/p11_int8.json); each part is side by side within itself and records its
 own machine and date, so a part can be re-run alone (--parts) on a quiet machine:
-  decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax; dynamic
-             for reference) and OpenVINO (NNCF), each static one also with --keep-fp32 auto. Three disjoint sets:
-             calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the val split, and
+  decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax and
+             percentile; dynamic for reference) and OpenVINO (NNCF), MinMax and NNCF also with --keep-fp32 auto.
+             Three disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the val split, and
              reported on the test split (unseen personas) by `npuport verify`, so nothing chosen saw those rows.
   speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8, and the same with
-             --attention banded (ORT fp32 + int8, OpenVINO fp32), interleaved in one process (npuport bench).
+             --attention banded, interleaved in one process (npuport bench).
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              this part measures speed only; decisions are the first part's.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
@@ -57,6 +57,7 @@ def decisions(root, tmp, prog) -> dict:
     variants = {
         "onnxruntime static minmax": ("onnxruntime", QuantOptions(**MEASURE)),
         "onnxruntime static minmax, --keep-fp32 auto": ("onnxruntime", auto),
+        "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
         "openvino nncf": ("openvino", QuantOptions(**MEASURE)),
         "openvino nncf, --keep-fp32 auto": ("openvino", auto),
@@ -91,13 +92,14 @@ def speed(tmp, runs: int, prog) -> dict:
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**MEASURE)), prog)
     for d in ("onnxruntime-int8", "openvino-int8"):
         shutil.move(f"{tmp}/speed8/{d}", f"{art}/{d}")
-    # --attention banded (sliding-window layers compute their band only): fp32 on both runtimes, int8 on ONNX
-    # Runtime (OpenVINO's int8 is slower than its fp32 without VNNI); bench labels them *-banded
+    # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
+    # labels them *-banded
     port(PortConfig(source=src, out=f"{tmp}/speedb", backends=("onnxruntime", "openvino"), shapes=shapes,
                     capture_methods=(), bench_runs=1, attention="banded"), prog)
-    port(PortConfig(source=src, out=f"{tmp}/speedb8", backends=("onnxruntime",), shapes=shapes, precision="int8",
-                    capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**MEASURE)), prog)
-    for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8"):
+    port(PortConfig(source=src, out=f"{tmp}/speedb8", backends=("onnxruntime", "openvino"), shapes=shapes,
+                    precision="int8", capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**MEASURE)),
+         prog)
+    for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8", "speedb8/openvino-int8"):
         shutil.move(f"{tmp}/{d}", f"{art}/{d.replace('/', '-')}")
     return bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)
 

@@ -548,6 +548,34 @@ def _npuport_fp32(path: str) -> bool:
     return path.startswith("npuport-") and not path.endswith("bf16")
 
 
+def _int8_goal_row(sp: dict | None, dec: dict | None, bar: float) -> str:
+    """Speed and decisions must hold on one runtime: its fastest int8 artifact at 1 x 512 (the speed part) and its best
+    static variant on the demo's test split (the decisions part; calibration changes the scales, not the graph)."""
+    held = {n: v for n, v in (dec or {}).get("variants", {}).items() if "dynamic" not in n and not v["refused"]}
+    metric = "| int8 (static, calibrated) vs eager fp32, 1 × 512; decisions on the eval data | "
+    if not sp:
+        best = max(held.items(), key=lambda kv: kv[1]["decision_agreement"], default=None)
+        txt = f"{best[0]} {best[1]['decision_agreement']:.2%}" if best else "no static variant measured"
+        return (metric + f"≥ 2.5× (VNNI) / ≥ 2×; ≥ 99.5 % | speed not measured; best static variant on the test split: "
+                f"{txt} | no | {_flags(dec) if dec else '—'} |")
+    goal = 2.5 if _has_vnni(sp) else 2.0
+    eager = sp["results"]["eager"]["p50_ms"]
+    rows = []
+    for rt in sorted({v["runtime"] for v in held.values()}):
+        speeds = {n: eager / v["p50_ms"] for n, v in sp["results"].items() if n.startswith(rt + "-") and n.endswith("int8")}
+        variants = {n: v["decision_agreement"] for n, v in held.items() if v["runtime"] == rt}
+        if speeds and variants:
+            fast, good = max(speeds, key=speeds.get), max(variants, key=variants.get)
+            rows.append((speeds[fast] >= goal and variants[good] >= bar, speeds[fast], rt, fast, good, variants[good]))
+    if not rows:
+        return metric + f"≥ {goal:g}×; ≥ 99.5 % | no runtime has both figures | no | {_flags(sp)} |"
+    ok, x, rt, fast, good, agree = max(rows)
+    same_flags = _flags(sp) == _flags(dec)
+    return (metric + f"≥ {goal:g}× ({'VNNI' if _has_vnni(sp) else 'no VNNI'}); ≥ 99.5 % | {rt}: {fast} {x:.2f}× "
+            f"({sp['date'][:10]}); its best static variant on the test split: {good} {agree:.2%} "
+            f"| {'yes' if ok else 'no'} | {_flags(sp)}{'' if same_flags else ' (decisions: ' + _flags(dec) + ')'} |")
+
+
 def p11_goals(results: dict, link: str) -> list[str]:
     """The P11 goals table: each row met or not, with the CPU flags of the machine that measured it."""
     r = results.get("p11_int8")
@@ -569,22 +597,7 @@ def p11_goals(results: dict, link: str) -> list[str]:
                    f"{theirs[bp]:.0f} ms = {ratio:.2f}× ({peers['date'][:10]}, [peers]({link}/results/b1_peers.json)"
                    f"{_noise_floor(peers)}) | {'yes' if ratio >= 1.05 else 'no'} | {_flags(peers)} |")
     sp, dec = r.get("speed"), r.get("decisions")
-    held = {n: v for n, v in (dec or {}).get("variants", {}).items() if "dynamic" not in n and not v["refused"]}
-    best = max(held.items(), key=lambda kv: kv[1]["decision_agreement"]) if held else None
-    best_txt = f"best static variant on the test split: {best[0]} {best[1]['decision_agreement']:.2%}" if best else \
-        "no static variant measured"
-    if sp:
-        goal = 2.5 if _has_vnni(sp) else 2.0
-        eager = sp["results"]["eager"]["p50_ms"]
-        int8 = {n: eager / v["p50_ms"] for n, v in sp["results"].items() if n.endswith("int8")}
-        bn = max(int8, key=int8.get)
-        ok = int8[bn] >= goal and best is not None and best[1]["decision_agreement"] >= r["goal_agreement"]
-        out.append(f"| int8 (static, calibrated) vs eager fp32, 1 × 512; decisions on the eval data | ≥ {goal:g}× "
-                   f"({'VNNI' if _has_vnni(sp) else 'no VNNI'}); ≥ 99.5 % | {bn} {int8[bn]:.2f}× ({sp['date'][:10]}); "
-                   f"{best_txt} | {'yes' if ok else 'no'} | {_flags(sp)} |")
-    else:
-        out.append(f"| int8 (static, calibrated) vs eager fp32, 1 × 512; decisions on the eval data | ≥ 2.5× (VNNI) / "
-                   f"≥ 2×; ≥ 99.5 % | speed not measured; {best_txt} | no | {_flags(dec) if dec else '—'} |")
+    out.append(_int8_goal_row(sp, dec, r["goal_agreement"]))
     o = r.get("overhead")
     if o:
         x = o["overhead_vs_raw"]["npuport Session.run"]
