@@ -253,11 +253,73 @@ class BenchConfig:
             raise ConfigError(f"--runs must be >= 1 and --warmup >= 0 (got {self.runs}, {self.warmup})")
 
 
+def _bench_label(manifest, art: Path, taken) -> str:
+    """An artifact's path name in the results: runtime, -banded, -precision; by directory when two share one."""
+    label = manifest.runtime.name + ("-banded" if manifest.adapter.get("attention") == "banded" else "") + (
+        "" if manifest.precision == "fp32" else f"-{manifest.precision}")
+    return f"{label} ({art.name})" if label in taken else label  # two of one kind copied side by side: keep both
+
+
+def _open_artifacts(root: Path, cfg: BenchConfig, sessions: dict, progress: Progress):
+    """Open every selected artifact into `sessions` (the caller closes them, also on error); returns the source model
+    (comparison paths and input vocabulary) and the shapes every artifact was compiled for."""
+    model, shapes = None, None
+    for art in find_artifacts(root):
+        manifest = read_manifest(art)
+        if cfg.backends and manifest.runtime.name not in cfg.backends:
+            continue
+        label = _bench_label(manifest, art, sessions)
+        progress(f"loading {art.name} (hash check)")
+        _, sessions[label] = load_session(art)
+        # interleaved timing needs one input for every path: the shapes all artifacts were compiled for
+        shapes = set(sessions[label].shapes) if shapes is None else shapes & set(sessions[label].shapes)
+        if model is None:
+            progress("loading the source model")
+            model = ModelSource.from_manifest(manifest.source).load()
+    if not sessions:
+        raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
+    if not shapes:
+        each = "; ".join(f"{n}: {', '.join(f'{b}x{t}' for b, t in sorted(s.shapes))}" for n, s in sessions.items())
+        raise ConfigError(f"the artifacts under {root} share no compiled shape ({each}); bench them apart, or "
+                          "select some with --backend")
+    return model, shapes
+
+
+def _time_shapes(runners: dict, model, shapes, cfg: BenchConfig, progress: Progress) -> tuple[dict, dict]:
+    """(stats per shape, raw samples per shape): every runner interleaved at each shape."""
+    from .latency import interleaved, random_feeds
+
+    per_shape, raw = {}, {}
+    for b, t in sorted(shapes):
+        progress(f"{b}x{t}: {', '.join(runners)} interleaved, {cfg.runs} runs each")
+        samples: dict = {}
+        stats = interleaved(runners, random_feeds(model, b, t), cfg.runs, cfg.warmup, samples)
+        for st in stats.values():
+            st["sequences_per_s"] = b * 1000.0 / st["p50_ms"]
+            st["tokens_per_s"] = b * t * 1000.0 / st["p50_ms"]
+        per_shape[f"{b}x{t}"], raw[f"{b}x{t}"] = stats, samples
+    return per_shape, raw
+
+
+def _bench_plots(plot: str, head: str, shapes, per_shape: dict, raw: dict, runs: int) -> list[str]:
+    """The latency distribution at the headline shape, and latency against length when there are several."""
+    from .plots import latency_distribution, latency_vs_length
+
+    p = Path(plot)
+    plots = [latency_distribution(raw[head], p, f"latency at {head} ({runs} interleaved runs)")]
+    seqs = {t for _, t in shapes}
+    if len(seqs) > 1:
+        b0 = min(b for b, _ in shapes)
+        per_len = {str(t): per_shape[f"{b0}x{t}"] for t in sorted(seqs)}
+        plots.append(latency_vs_length(per_len, p.with_name(p.stem + "_vs_length" + p.suffix)))
+    return plots
+
+
 def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
     """Latency of every artifact and every --vs path, interleaved in one process; stats, ratios, plots."""
     import tempfile
 
-    from .latency import COMPARISONS, interleaved, random_feeds
+    from .latency import COMPARISONS
 
     tmp = tempfile.mkdtemp(prefix="npuport-bench-") if cfg.source is not None else None
     sessions: dict = {}
@@ -270,41 +332,10 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
             root = Path(tmp) / "out"
         else:
             root = Path(cfg.artifact_dir)
-        model, shapes = None, None
-        for art in find_artifacts(root):
-            manifest = read_manifest(art)
-            name = manifest.runtime.name
-            if cfg.backends and name not in cfg.backends:
-                continue
-            label = name + ("-banded" if manifest.adapter.get("attention") == "banded" else "") + (
-                "" if manifest.precision == "fp32" else f"-{manifest.precision}")
-            if label in sessions:  # two artifacts of one kind (copied side by side): keep both, by directory
-                label = f"{label} ({art.name})"
-            progress(f"loading {art.name} (hash check)")
-            _, sessions[label] = load_session(art)
-            # interleaved timing needs one input for every path: the shapes all artifacts were compiled for
-            shapes = set(sessions[label].shapes) if shapes is None else shapes & set(sessions[label].shapes)
-            if model is None:  # the comparison paths, and the vocabulary for the inputs
-                progress("loading the source model")
-                model = ModelSource.from_manifest(manifest.source).load()
-        if not sessions:
-            raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
-        if not shapes:
-            each = "; ".join(f"{n}: {', '.join(f'{b}x{t}' for b, t in sorted(s.shapes))}" for n, s in sessions.items())
-            raise ConfigError(f"the artifacts under {root} share no compiled shape ({each}); bench them apart, or "
-                              "select some with --backend")
+        model, shapes = _open_artifacts(root, cfg, sessions, progress)
         runners = {v: COMPARISONS[v](model) for v in cfg.vs}
         runners.update({n: s.run for n, s in sessions.items()})
-        per_shape, raw = {}, {}
-        for b, t in sorted(shapes):
-            progress(f"{b}x{t}: {', '.join(runners)} interleaved, {cfg.runs} runs each")
-            samples: dict = {}
-            stats = interleaved(runners, random_feeds(model, b, t), cfg.runs, cfg.warmup, samples)
-            for st in stats.values():
-                st["sequences_per_s"] = b * 1000.0 / st["p50_ms"]
-                st["tokens_per_s"] = b * t * 1000.0 / st["p50_ms"]
-            per_shape[f"{b}x{t}"] = stats
-            raw[f"{b}x{t}"] = samples
+        per_shape, raw = _time_shapes(runners, model, shapes, cfg, progress)
         head = f"{max(shapes)[0]}x{max(t for _, t in shapes)}"
         head = head if head in per_shape else list(per_shape)[-1]
         results = per_shape[head]
@@ -314,15 +345,7 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
                "best": min(sessions, key=lambda n: results[n]["p50_ms"]), "runs": cfg.runs, "warmup": cfg.warmup,
                "machine": machine(), "npuport_version": __version__}
         if cfg.plot:
-            from .plots import latency_distribution, latency_vs_length
-
-            p = Path(cfg.plot)
-            out["plots"] = [latency_distribution(raw[head], p, f"latency at {head} ({cfg.runs} interleaved runs)")]
-            seqs = {t for _, t in shapes}
-            if len(seqs) > 1:
-                b0 = min(b for b, _ in shapes)
-                per_len = {str(t): per_shape[f"{b0}x{t}"] for t in sorted(seqs)}
-                out["plots"].append(latency_vs_length(per_len, p.with_name(p.stem + "_vs_length" + p.suffix)))
+            out["plots"] = _bench_plots(cfg.plot, head, shapes, per_shape, raw, cfg.runs)
         if cfg.json_out:
             write_json_atomic(Path(cfg.json_out), out)
         return out
