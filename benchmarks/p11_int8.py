@@ -4,8 +4,9 @@ Three parts, one JSON (benchmarks/results/p11_int8.json); each part is side by s
 own machine and date, so a part can be re-run alone (--parts) on a quiet machine:
   decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax and
              percentile; dynamic for reference) and OpenVINO (NNCF), MinMax and NNCF also with --keep-fp32 auto.
-             Three disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the val split, and
-             reported on the test split (unseen personas) by `npuport verify`, so nothing chosen saw those rows.
+             Three disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on
+             the val split, and reported on the test split (unseen personas) by `npuport verify`, so nothing chosen
+             saw those rows.
   speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8, and the same with
              --attention banded, interleaved in one process (npuport bench).
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:

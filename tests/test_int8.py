@@ -201,7 +201,6 @@ def test_histogram_calibration_over_several_buckets(tiny_model_dir, eval_jsonl, 
     assert meta["calibration_method"] == "percentile" and meta["calibration_batches"] == 12  # the 32-token batches
 
 
-
 def test_onnxruntime_int8_runs_its_integer_kernels_at_pinned_shapes(tmp_path):
     """Each bucket's session pins the dims; ORT's MatMulAddFusion then turned a biased MatMul into Reshape + Gemm before
     the QDQ fusions ran, and those layers ran as float Gemms over weights dequantised per call (3x slower at 1 x 128 on
