@@ -254,9 +254,11 @@ class BenchConfig:
 
 
 def _bench_label(manifest, art: Path, taken) -> str:
-    """An artifact's path name in the results: runtime, -banded, -precision; by directory when two share one."""
+    """An artifact's path name in the results: runtime, -banded, -precision, -keep-GROUPS (the groups an integer
+    artifact left in float: another graph, so another row); by directory when two share one."""
+    kept = manifest.runtime.meta.get("kept_fp32") or []
     label = manifest.runtime.name + ("-banded" if manifest.adapter.get("attention") == "banded" else "") + (
-        "" if manifest.precision == "fp32" else f"-{manifest.precision}")
+        "" if manifest.precision == "fp32" else f"-{manifest.precision}") + (f"-keep-{'+'.join(kept)}" if kept else "")
     return f"{label} ({art.name})" if label in taken else label  # two of one kind copied side by side: keep both
 
 

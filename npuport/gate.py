@@ -5,7 +5,7 @@ rows; below `--min-agreement` the artifact is refused (`refusal`). With `--keep-
 first refusal: it measures each quantisation group's cost alone (sensitivity, on the calibration rows), then keeps
 the costliest group in float and quantises again, one group at a time, until the decisions clear the bar or nothing
 is left to keep — the accuracy-control loop of NNCF's `quantize_with_accuracy_control` and optimum's, over npuport's
-named groups (embeddings, layer.N, attention, head) on every runtime that measures sensitivity.
+named groups (embeddings, layer.N, attention, ffn_out, head) on every runtime that measures sensitivity.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
     else:
         hint = ("--keep-fp32 auto (keeps the costliest groups in float until the decisions hold), or --sensitivity "
                 "to see what each group costs")
+        if "ffn_out" not in kept and _has_groups(name):  # the usual culprit (npuport/static/quantize.py FFN_OUT)
+            hint = "--keep-fp32 ffn_out (every FFN down-projection in float: their inputs carry the outliers), " + hint
     if quant.method == "minmax" and name == "onnxruntime":
         hint += ", or --calibration-method percentile"
     reason = (f"decision agreement {agree:.2%} on the eval data is below --min-agreement {quant.min_agreement:.2%} "
@@ -36,6 +38,12 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
     return {"refused": True, "pass": False, "reason": reason, "decision_agreement": agree,
             "max_abs_logit_diff": figs["data"]["max_abs_logit_diff"], "min_agreement": quant.min_agreement,
             "parity": figs, **({"sensitivity": sens} if sens else {})}
+
+
+def _has_groups(runtime: str) -> bool:
+    from .runtimes import get_runtime
+
+    return get_runtime(runtime).measures_sensitivity
 
 
 def ranked(sens: dict) -> list[str]:

@@ -189,6 +189,10 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         raise ConfigError(f"{'--keep-fp32 auto' if cfg.quant.auto_keep else '--sensitivity'} measures each "
                           f"quantisation group's cost, which {', '.join(lacking)} cannot do; runtimes that can: "
                           f"{', '.join(able)} (or name the groups: --keep-fp32 GROUP,...)")
+    if cfg.quant.fixed_keep and lacking:  # a runtime without groups would quantise them anyway: say so, don't ignore
+        able = [n for n in runtime_names() if get_runtime(n).measures_sensitivity]
+        raise ConfigError(f"--keep-fp32 {','.join(cfg.quant.fixed_keep)}: {', '.join(lacking)} cannot leave "
+                          f"quantisation groups in float; runtimes that can: {', '.join(able)}")
     if cfg.quant.mode == "dynamic" and any(n != "onnxruntime" for n, s in specs.items() if s.precision == "int8"):
         raise ConfigError("--quantization dynamic is ONNX Runtime's; the other runtimes quantise statically")
     specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS

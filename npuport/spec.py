@@ -64,7 +64,7 @@ class QuantOptions:
 
     min_agreement: the share of eval rows whose decision must equal the fp32 reference's; below it, port refuses to
     write the artifact (0 turns the check off). mode: static (calibrated activations) or dynamic (ONNX Runtime only).
-    keep_fp32: quantisation groups left in float (embeddings, attention, head, layer.N); "auto" among them: measure
+    keep_fp32: quantisation groups left in float (embeddings, attention, head, ffn_out, layer.N); "auto" among them: measure
     every group's cost and keep the costliest in float, one at a time, until min_agreement holds (npuport/gate.py).
     sensitivity: measure every group's cost alone and record it in the manifest and report."""
 

@@ -102,6 +102,7 @@ def test_a_coarse_calibration_is_refused_and_writes_no_artifact(varied_model, co
     rep = json.loads((out / "report.json").read_text())
     v = rep["backends"]["onnxruntime"]["int8"]
     assert v["refused"] and v["decision_agreement"] < 0.995 and "below --min-agreement 99.50%" in v["reason"]
+    assert "try --keep-fp32 ffn_out" in v["reason"]  # the first thing to try on a transformer
     assert "REFUSED" in (out / "report.md").read_text()
     # the bar is the user's to move: with the check off the same artifact is written (and its parity recorded)
     assert _port(tiny_model_dir, tmp_path / "o2", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
@@ -140,7 +141,7 @@ def test_openvino_measures_sensitivity_with_nncf_and_auto_keeps_nothing_when_dec
     (art,) = find_artifacts(tmp_path / "o")
     m = json.loads((art / "manifest.json").read_text())
     meta = m["runtime"]["meta"]
-    assert set(meta["sensitivity"]) == {"embeddings", "layer.0", "layer.1", "layer.2", "attention", "head"}
+    assert set(meta["sensitivity"]) == {"embeddings", "layer.0", "layer.1", "layer.2", "attention", "ffn_out", "head"}
     assert meta["sensitivity"]["head"]["max_abs_logit_diff"] > meta["sensitivity"]["attention"]["max_abs_logit_diff"]
     assert meta["kept_fp32"] == [] and "auto_keep" not in meta and m["parity"]["data"]["decision_agreement"] >= 0.995
 
@@ -150,6 +151,10 @@ def test_keep_fp32_auto_needs_a_runtime_that_measures_sensitivity(tiny_model_dir
                  "--keep-fp32", "auto") == 2
     err = capsys.readouterr().err
     assert "qnn cannot" in err and "onnxruntime" in err and not (tmp_path / "q").exists()
+    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "qnn", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "ffn_out") == 2  # named groups too: qnn would quantise them anyway
+    err = capsys.readouterr().err
+    assert "--keep-fp32 ffn_out: qnn cannot leave" in err and not (tmp_path / "q").exists()
     assert _port(tiny_model_dir, tmp_path / "z", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--keep-fp32", "auto", "--min-agreement", "0") == 2
     assert "above 0" in capsys.readouterr().err
@@ -226,3 +231,34 @@ def test_onnxruntime_int8_runs_its_integer_kernels_at_pinned_shapes(tmp_path):
                          disabled_optimizers=disabled_optimizers("int8"))
     ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
     assert weights > 0 and ops["MatMulIntegerToFloat"] >= weights and ops["Gemm"] == 0  # QGemm (the 2-D head) is int8
+
+
+def test_keep_fp32_ffn_out_leaves_every_ffn_down_projection_in_float(tiny_model_dir, eval_jsonl, tmp_path):
+    """ffn_out names a role across layers (ModernBERT's mlp.Wo here): each layer's down-projection stays float on both
+    runtimes, every other linear layer is quantised."""
+    import re
+
+    import openvino as ov
+
+    from npuport.static.quantize import _scopes, is_ffn_out
+
+    ungated = ("--eval-data", str(eval_jsonl), "--min-agreement", "0", "--keep-fp32", "ffn_out")
+    assert _port(tiny_model_dir, tmp_path / "ort", "--backend", "onnxruntime", *ungated) in (0, 1)
+    (art,) = find_artifacts(tmp_path / "ort")
+    assert json.loads((art / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == ["ffn_out"]
+    g = onnx.load(str(art / "model.onnx"), load_external_data=False).graph
+    produced = {o: n.op_type for n in g.node for o in n.output}
+    linear = [n for n in g.node if n.op_type in ("MatMul", "Gemm") and _scopes(n)[-1].startswith("linear")]
+    quantised = {n.name: produced.get(n.input[0]) == "DequantizeLinear" for n in linear}
+    down = [n.name for n in linear if is_ffn_out(n)]
+    assert len(down) == 3 and not any(quantised[n] for n in down)  # tiny-modernbert: 3 layers
+    assert sum(quantised.values()) == len(linear) - 3 > 0
+
+    assert _port(tiny_model_dir, tmp_path / "ov", "--backend", "openvino", *ungated) in (0, 1)
+    (art,) = find_artifacts(tmp_path / "ov")
+    assert json.loads((art / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == ["ffn_out"]
+    ops = ov.Core().read_model(str(art / "model.xml")).get_ops()
+    fq_fed = {op.get_friendly_name(): op.input_value(0).get_node().get_type_name() == "FakeQuantize"
+              for op in ops if op.get_type_name() == "MatMul"}
+    wo = [n for n in fq_fed if re.search(r"mlp[./]Wo", n)]
+    assert len(wo) == 3 and not any(fq_fed[n] for n in wo) and any(fq_fed.values())

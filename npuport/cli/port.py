@@ -37,8 +37,10 @@ def register(sub) -> None:
     q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
                    help="ONNX Runtime int8: static QDQ calibrated on your rows (default) or dynamic (weights only)")
     q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=(), metavar="GROUPS",
-                   help="leave these in float: embeddings, attention, head, layer.N (comma-separated); auto: measure "
-                        "each group's cost and keep the costliest in float, one at a time, until --min-agreement holds")
+                   help="leave these in float: embeddings, attention, head, layer.N, ffn_out (every layer's FFN "
+                        "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
+                        "measure each group's cost and keep the costliest in float, one at a time, until "
+                        "--min-agreement holds")
     q.add_argument("--sensitivity", action="store_true",
                    help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
     q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",

@@ -165,7 +165,10 @@ class OpenVinoRuntime(Runtime):
 
 # What `--keep-fp32` groups mean in an IR converted from the torch module (node names carry the module path)
 _OV_GROUPS = {"embeddings": [".*embeddings.*"], "head": [".*detector[./]head.*", ".*classifier.*", ".*pooler.*"],
-              "attention": [".*scaled_dot_product_attention.*"]}
+              "attention": [".*scaled_dot_product_attention.*"],
+              # the FFN down-projection of every family (npuport/static/quantize.py FFN_OUT says why and which)
+              "ffn_out": [r".*(layers?[./]\d+[./]output[./]dense|mlp[./](Wo|down_proj|c_proj|dense_4h_to_h)|ffn[./]lin2"
+                          r"|[./]fc2)([./].*)?"]}
 
 
 def _group_patterns(group: str) -> list[str]:
@@ -176,12 +179,14 @@ def _group_patterns(group: str) -> list[str]:
 
 def _ov_groups(model) -> list[str]:
     """The quantisation groups this IR has: embeddings, layer.N for every layer index in its node names, attention,
-    head (the same names ONNX Runtime's groups use)."""
+    ffn_out where its MatMuls are named so, head (the same names ONNX Runtime's groups use)."""
     import re
 
-    layers = sorted({int(m.group(1)) for op in model.get_ops()
-                     for m in [re.search(r"layers?[./](\d+)[./]", op.get_friendly_name())] if m})
-    return ["embeddings", *(f"layer.{i}" for i in layers), "attention", "head"]
+    names = [op.get_friendly_name() for op in model.get_ops()]
+    layers = sorted({int(m.group(1)) for n in names for m in [re.search(r"layers?[./](\d+)[./]", n)] if m})
+    ffn = re.compile(_OV_GROUPS["ffn_out"][0])
+    has_ffn = any(ffn.fullmatch(n) for op, n in zip(model.get_ops(), names) if op.get_type_name() == "MatMul")
+    return ["embeddings", *(f"layer.{i}" for i in layers), "attention", *(["ffn_out"] if has_ffn else []), "head"]
 
 
 def _nncf_int8(model, captured, spec):
