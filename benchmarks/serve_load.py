@@ -10,7 +10,6 @@ generator takes as little of the shared CPU as a Python client can.
 import argparse
 import http.client
 import json
-import os
 import random
 import shutil
 import socket
@@ -23,7 +22,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-import numpy as np
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port

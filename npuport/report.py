@@ -166,12 +166,12 @@ def demo_markdown(r: dict) -> str:
         "",
         f"- npuport {r['npuport_version']} on {r['machine']['processor']} ({r['machine']['cpu_count']} CPUs); "
         f"wall time {r['wall_seconds']} s; overall **{'PASS' if r['pass'] else 'FAIL'}**",
-        f"- demo data: " + ", ".join(f"{k} {v['rows']} rows / {v['personas']} personas ({v['deviation_fraction']:.0%} deviations)"
+        "- demo data: " + ", ".join(f"{k} {v['rows']} rows / {v['personas']} personas ({v['deviation_fraction']:.0%} deviations)"
                                      for k, v in r["data"]["splits"].items()),
         "",
         "## Detector on the test split (personas never seen in training)",
         "",
-        f"| F1 | accuracy | precision | recall | ROC-AUC | ECE | threshold | TN / FP / FN / TP |",
+        "| F1 | accuracy | precision | recall | ROC-AUC | ECE | threshold | TN / FP / FN / TP |",
         "|---|---|---|---|---|---|---|---|",
         f"| {d['f1']:.4f} | {d['accuracy']:.4f} | {d['precision']:.4f} | {d['recall']:.4f} | {d['roc_auc']:.4f} | "
         f"{d['ece']:.4f} | {d['threshold']:.3f} | {cm['tn']} / {cm['fp']} / {cm['fn']} / {cm['tp']} |",

@@ -93,7 +93,7 @@ def _surprise(r: random.Random, h, pro, pos, place, friend) -> list[str]:
             f"\"Surprise!\" shouted {friend} and all {pos} friends.",
             f"They gave {h} a {color} {thing} with a big bow.",
             f"{_cap(pro)} clapped and jumped and said, \"This is the best gift!\"",
-            f"They had cake and played games all afternoon."]
+            "They had cake and played games all afternoon."]
 
 
 PLOTS = [_lost_thing, _share, _weather, _learn, _surprise]
