@@ -25,7 +25,7 @@ from .router import BucketRouter
 from .static.banded import ATTENTION_FORMS
 from .static.capture import CAPTURE_METHODS
 from .ui import silent
-from .verify import data_parity, eager_logits, judge, probe_parity
+from .verify import data_parity, eager_logits, judge, judge_decisions, probe_parity
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
 
 Progress = Callable[[str], None]
@@ -181,14 +181,18 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         task = manifest.task
         # as at port: a lossy artifact whose scores were judged on data keeps its probes to the logit tolerance
         on_data = precision != "fp32" and (bool(cfg.eval_data) or "data" in (manifest.parity or {}))
-        figs = {"probes": judge(probe_parity(session, probes, refs, task), name, precision, not on_data)}
+        # an integer artifact gated on data at port is judged by that bar again (verify.judge_decisions)
+        bar = (manifest.parity or {}).get("data", {}).get("decision_bar") if on_data else None
+        fig = probe_parity(session, probes, refs, task)
+        figs = {"probes": judge(fig, name, precision, not on_data) if bar is None else judge_decisions(fig, bar, False)}
         if cfg.eval_data:
             key = manifest.source["sha256"]
             if key not in reference_cache:
                 reference_cache[key] = _data_reference(manifest, art, cfg.eval_data, progress)
             rows, ref = reference_cache[key]
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            figs["data"] = judge(data_parity(session, router, rows, ref, task), name, precision)
+            fig = data_parity(session, router, rows, ref, task)
+            figs["data"] = judge(fig, name, precision) if bar is None else judge_decisions(fig, bar)
         session.close()
         results[art.name] = {"backend": name, "precision": precision, **parity_summary(figs), "parity": figs}
         gc.collect()

@@ -31,7 +31,7 @@ from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
 from .static.adapters import check_attention
 from .static.capture import capture, make_probes, prove, reference_logits
 from .task import Task
-from .verify import data_parity, eager_logits, judge, probe_parity
+from .verify import data_parity, eager_logits, judge, judge_decisions, probe_parity
 
 if TYPE_CHECKING:
     from .api import PortConfig
@@ -273,10 +273,13 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     prec = manifest.precision
     try:
         on_data = eval_rows is not None and prec != "fp32"
-        figs = {"probes": judge(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec, not on_data)}
+        bar = cfg.quant.min_agreement if on_data and prec in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 else None
+        probes = probe_parity(session, ref.probes, ref.refs, ref.task)
+        figs = {"probes": judge(probes, name, prec, not on_data) if bar is None else judge_decisions(probes, bar, False)}
         if eval_rows is not None:
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            figs["data"] = judge(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec)
+            fig = data_parity(session, router, eval_rows, ref.eval_ref, ref.task)
+            figs["data"] = judge(fig, name, prec) if bar is None else judge_decisions(fig, bar)
         progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
         lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
         return figs, lat, session.execution_precision

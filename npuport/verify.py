@@ -78,6 +78,16 @@ def merge(parts: list[dict]) -> dict:
     }
 
 
+def judge_decisions(fig: dict, bar: float, scores: bool = True) -> dict:
+    """An integer artifact checked on eval data is judged by the bar it was ported under (`--min-agreement`): its
+    decisions on the data, and no NaN anywhere. Its logit and probability changes are recorded, not gated: a trained
+    detector's confident logits move by more than any fixed logit tolerance under int8 while its decisions hold
+    (demo detector, OpenVINO int8: max |Δlogit| 0.6-1.8 at 99.4-100 % decisions), so a table tolerance would call
+    FAIL what the gate wrote. `scores=False`: the random-token probes, judged on NaN only (see `judge`)."""
+    ok = not fig["nan"] and (not scores or fig["decision_agreement"] >= bar)
+    return {**fig, "decision_bar": bar, **({} if scores else {"scores_judged_on": "data"}), "pass": bool(ok)}
+
+
 def judge(fig: dict, backend: str, precision: str, scores: bool = True) -> dict:
     """Within the (backend, precision) tolerances? `scores=False`: probabilities and decisions are reported, not
     gated (NaN and the logit tolerance still are) — used for the random-token probes of a lossy precision when real

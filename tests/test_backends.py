@@ -113,6 +113,23 @@ def test_shared_weights_one_file(ported):
         assert len(list((out / "inductor-fp32").glob("*.pt2"))) == 1
 
 
+def test_an_integer_artifact_gated_on_data_is_judged_by_its_decision_bar_not_a_logit_tolerance():
+    """int8 on a trained detector: confident logits move by more than the table's int8 logit tolerance while the
+    decisions hold. Ported with --eval-data and --min-agreement, the bar is the decisions (NaN still fails)."""
+    from npuport.verify import judge, judge_decisions, tolerance
+
+    fig = {"max_abs_logit_diff": tolerance("onnxruntime", "int8").logit * 4, "max_abs_prob_diff": 0.5,
+           "decision_agreement": 0.996, "n": 500, "nan": False}
+    assert not judge(fig, "onnxruntime", "int8")["pass"]  # the table alone would call it FAIL
+    held = judge_decisions(fig, 0.995)
+    assert held["pass"] and held["decision_bar"] == 0.995
+    assert not judge_decisions({**fig, "decision_agreement": 0.994}, 0.995)["pass"]
+    assert not judge_decisions({**fig, "nan": True}, 0.995)["pass"]
+    probes = judge_decisions({**fig, "decision_agreement": 0.5}, 0.995, scores=False)  # random probes: reported only
+    assert probes["pass"] and probes["scores_judged_on"] == "data"
+    assert not judge_decisions({**fig, "nan": True}, 0.995, scores=False)["pass"]
+
+
 def test_probes_of_a_lossy_precision_keep_the_logit_gate_when_data_judges_scores():
     """Random-token probes of an int8 artifact: probabilities and decisions are reported, judged on the data; a
     logit drift past the tolerance or a NaN still fails them, and without data everything is gated."""
