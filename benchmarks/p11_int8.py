@@ -3,11 +3,13 @@
 Three parts, one JSON (benchmarks/results/p11_int8.json); each part is side by side within itself and records its
 own machine and date, so a part can be re-run alone (--parts) on a quiet machine:
   decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax and
-             percentile; dynamic for reference) and OpenVINO (NNCF), MinMax and NNCF also with --keep-fp32 auto.
-             Three disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on
-             the val split, and reported on the test split (unseen personas) by `npuport verify`, so nothing chosen
-             saw those rows.
-  speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8, and the same with
+             percentile; dynamic for reference) and OpenVINO (NNCF), MinMax and NNCF also with --keep-fp32 auto,
+             percentile and NNCF also with --keep-fp32 ffn_out (every FFN down-projection in float).
+             Disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the
+             val split, and reported by `npuport verify` on the test split (unseen personas) and on test_family
+             (unseen personas written in a template family no training row saw), so nothing chosen saw those rows.
+  speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8 (also with ffn_out in
+             float: the graph of those variants), and the same with
              --attention banded, interleaved in one process (npuport bench).
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              this part measures speed only; decisions are the first part's.
@@ -36,6 +38,7 @@ from npuport.ui import Progress
 GOAL_AGREEMENT = 0.995
 RESULT = RESULTS / "p11_int8.json"
 MEASURE = dict(min_agreement=0)  # measured here, not gated: the refusal is port's job and is tested
+FFN = ("ffn_out",)  # every layer's FFN down-projection in float (npuport/static/quantize.py FFN_OUT says why)
 
 
 def _calibration_rows(data, tmp, n: int = 256) -> str:
@@ -59,9 +62,12 @@ def decisions(root, tmp, prog) -> dict:
         "onnxruntime static minmax": ("onnxruntime", QuantOptions(**MEASURE)),
         "onnxruntime static minmax, --keep-fp32 auto": ("onnxruntime", auto),
         "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
+        "onnxruntime static percentile, --keep-fp32 ffn_out": ("onnxruntime", QuantOptions(method="percentile",
+                                                                                         keep_fp32=FFN, **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
         "openvino nncf": ("openvino", QuantOptions(**MEASURE)),
         "openvino nncf, --keep-fp32 auto": ("openvino", auto),
+        "openvino nncf, --keep-fp32 ffn_out": ("openvino", QuantOptions(keep_fp32=FFN, **MEASURE)),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
@@ -73,11 +79,13 @@ def decisions(root, tmp, prog) -> dict:
                "gate_agreement": r["decision_agreement"], "refused": bool(r.get("refused")),
                "kept_fp32": quant.get("kept_fp32", []), "auto_rounds": r.get("auto_keep") or quant.get("auto_keep") or [],
                "quantization": quant.get("quantization"), "p50_ms_at_128": r.get("p50_ms")}
-        if not r.get("refused"):  # the held-out figure: the written artifact re-checked on the test split
-            v = next(iter(verify(VerifyConfig(path=f"{tmp}/dec{i}", eval_data=str(data / "test.jsonl")), prog)
-                          ["artifacts"].values()))["parity"]["data"]
-            row.update(decision_agreement=v["decision_agreement"], rows=v["n"], max_abs_logit_diff=v["max_abs_logit_diff"],
-                       max_abs_prob_diff=v["max_abs_prob_diff"])
+        if not r.get("refused"):  # the held-out figures: the written artifact re-checked on the test splits
+            for split, key in (("test", ""), ("test_family", "family_")):
+                v = next(iter(verify(VerifyConfig(path=f"{tmp}/dec{i}", eval_data=str(data / f"{split}.jsonl")), prog)
+                              ["artifacts"].values()))["parity"]["data"]
+                row.update({f"{key}decision_agreement": v["decision_agreement"], f"{key}rows": v["n"],
+                            f"{key}max_abs_logit_diff": v["max_abs_logit_diff"],
+                            f"{key}max_abs_prob_diff": v["max_abs_prob_diff"]})
         if quant.get("sensitivity"):
             row["sensitivity"] = quant["sensitivity"]
         out[name] = {**row, "seconds": round(time.perf_counter() - t0, 1)}
@@ -91,8 +99,13 @@ def speed(tmp, runs: int, prog) -> dict:
                     bench_runs=1), prog)
     port(PortConfig(source=src, out=f"{tmp}/speed8", backends=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**MEASURE)), prog)
+    # the graph of the --keep-fp32 ffn_out variants (bench labels it *-int8-keep-ffn_out)
+    port(PortConfig(source=src, out=f"{tmp}/speed8f", backends=("onnxruntime", "openvino"), shapes=shapes,
+                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=FFN, **MEASURE)),
+         prog)
     for d in ("onnxruntime-int8", "openvino-int8"):
         shutil.move(f"{tmp}/speed8/{d}", f"{art}/{d}")
+        shutil.move(f"{tmp}/speed8f/{d}", f"{art}/{d}-keep-ffn_out")
     # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
     # labels them *-banded
     port(PortConfig(source=src, out=f"{tmp}/speedb", backends=("onnxruntime", "openvino"), shapes=shapes,

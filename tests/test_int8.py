@@ -75,6 +75,7 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_mod
     assert meta["quantization"].startswith("static QDQ") and meta["calibration_method"] == "minmax"
     assert meta["calibration"] == "--eval-data eval40.jsonl (40 rows)"
     assert ort_m["parity"]["data"]["decision_agreement"] == 1.0 and 0 < ort_m["parity"]["data"]["max_abs_logit_diff"]
+    assert ort_m["parity"]["data"]["decision_bar"] == 0.995 and ort_m["parity"]["data"]["pass"]  # judged by the gate
     graph = onnx.load(str(arts["onnxruntime-int8"] / "model.onnx"), load_external_data=False).graph
     assert sum(n.op_type == "QuantizeLinear" for n in graph.node) > 0  # activations quantised: static, not dynamic
     # --sensitivity: every group quantised alone, its cost recorded in the manifest and the report
