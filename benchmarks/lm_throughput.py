@@ -2,6 +2,7 @@
 
     python benchmarks/lm_throughput.py [--preset small] [--rounds 7] [--steps-per-round 6] [--threads 2]
     python benchmarks/lm_throughput.py --preset vkore-46m --backends onnxruntime,eager --rounds 3 --name lm_vkore46m
+    python benchmarks/lm_throughput.py --name lm_throughput_avx512   (the same on a machine with AVX-512)
 
 Every runner is built first (graph export and compilation are reported separately as setup time); then rounds
 visit the runners in turn, each round timing `--steps-per-round` consecutive steps per runner, so machine noise
@@ -29,6 +30,21 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def matmul_gflops(m: int, k: int, n: int, threads: int, reps: int = 30) -> float:
+    """Eager PyTorch's fp32 GEMM rate at the step's largest matmul (tokens x d_model x ffn_hidden): what bounds the
+    step on this machine, recorded so results from machines with different vector units can be read side by side."""
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    for _ in range(3):
+        a @ b
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    return round(2 * m * k * n * reps / (time.perf_counter() - t0) / 1e9, 1)
 
 
 def main():
@@ -100,6 +116,7 @@ def main():
             b["vs_eager"] = round(eager_med / med, 3)
         print(f"{name}: {b['tokens_per_s']:,.0f} tokens/s" + (f" = {b['vs_eager']:.2f}× eager" if eager_med else ""))
     out["peak_rss_mb"] = peak_rss_mb()
+    out["torch_matmul_gflops"] = matmul_gflops(a.batch * a.seq_len, mcfg.d_model, mcfg.ffn_hidden, a.threads)
     if "onnxruntime" in runners:
         import numpy as np
 
