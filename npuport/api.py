@@ -25,7 +25,7 @@ from .router import BucketRouter
 from .static.banded import ATTENTION_FORMS
 from .static.capture import CAPTURE_METHODS
 from .ui import silent
-from .verify import data_parity, eager_logits, judge, judge_decisions, probe_parity
+from .verify import data_parity, eager_logits, judge_by, probe_parity
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
 
 Progress = Callable[[str], None]
@@ -183,16 +183,14 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         on_data = precision != "fp32" and (bool(cfg.eval_data) or "data" in (manifest.parity or {}))
         # an integer artifact gated on data at port is judged by that bar again (verify.judge_decisions)
         bar = (manifest.parity or {}).get("data", {}).get("decision_bar") if on_data else None
-        fig = probe_parity(session, probes, refs, task)
-        figs = {"probes": judge(fig, name, precision, not on_data) if bar is None else judge_decisions(fig, bar, False)}
+        figs = {"probes": judge_by(probe_parity(session, probes, refs, task), name, precision, bar, not on_data)}
         if cfg.eval_data:
             key = manifest.source["sha256"]
             if key not in reference_cache:
                 reference_cache[key] = _data_reference(manifest, art, cfg.eval_data, progress)
             rows, ref = reference_cache[key]
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            fig = data_parity(session, router, rows, ref, task)
-            figs["data"] = judge(fig, name, precision) if bar is None else judge_decisions(fig, bar)
+            figs["data"] = judge_by(data_parity(session, router, rows, ref, task), name, precision, bar)
         session.close()
         results[art.name] = {"backend": name, "precision": precision, **parity_summary(figs), "parity": figs}
         gc.collect()

@@ -31,7 +31,7 @@ from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
 from .static.adapters import check_attention
 from .static.capture import capture, make_probes, prove, reference_logits
 from .task import Task
-from .verify import data_parity, eager_logits, judge, judge_decisions, probe_parity
+from .verify import data_parity, eager_logits, judge_by, probe_parity
 
 if TYPE_CHECKING:
     from .api import PortConfig
@@ -274,12 +274,10 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     try:
         on_data = eval_rows is not None and prec != "fp32"
         bar = cfg.quant.min_agreement if on_data and prec in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 else None
-        probes = probe_parity(session, ref.probes, ref.refs, ref.task)
-        figs = {"probes": judge(probes, name, prec, not on_data) if bar is None else judge_decisions(probes, bar, False)}
+        figs = {"probes": judge_by(probe_parity(session, ref.probes, ref.refs, ref.task), name, prec, bar, not on_data)}
         if eval_rows is not None:
             router = BucketRouter(session.shapes, manifest.pad_token_id)
-            fig = data_parity(session, router, eval_rows, ref.eval_ref, ref.task)
-            figs["data"] = judge(fig, name, prec) if bar is None else judge_decisions(fig, bar)
+            figs["data"] = judge_by(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec, bar)
         progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
         lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
         return figs, lat, session.execution_precision

@@ -88,6 +88,11 @@ def judge_decisions(fig: dict, bar: float, scores: bool = True) -> dict:
     return {**fig, "decision_bar": bar, **({} if scores else {"scores_judged_on": "data"}), "pass": bool(ok)}
 
 
+def judge_by(fig: dict, backend: str, precision: str, bar: float | None, scores: bool = True) -> dict:
+    """`judge_decisions` against `bar` where an integer artifact was gated on data, else the tolerance table."""
+    return judge(fig, backend, precision, scores) if bar is None else judge_decisions(fig, bar, scores)
+
+
 def judge(fig: dict, backend: str, precision: str, scores: bool = True) -> dict:
     """Within the (backend, precision) tolerances? `scores=False`: probabilities and decisions are reported, not
     gated (NaN and the logit tolerance still are) — used for the random-token probes of a lossy precision when real
