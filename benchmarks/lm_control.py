@@ -30,7 +30,8 @@ def main():
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--runs", default="eager,onnxruntime,openvino,onnxruntime-npu,eager-jitter",
-                    help="eager-jitter: eager from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor")
+                    help="eager-jitter: eager from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor; "
+                    "NAME-bf16: bf16 mixed precision (`lm train --precision bf16`)")
     ap.add_argument("--name", default="lm_control")
     ap.add_argument("--keep", help="keep the run directories here")
     ap.add_argument("--eval-every", type=int, default=50)
@@ -50,11 +51,13 @@ def main():
            "seq_len": a.seq_len, "runs": {}, "compare": {}}
     names = a.runs.split(",")
     for name in names:
-        backend, npu = (name[:-4], True) if name.endswith("-npu") else (name, False)
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
+        backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
         jitter = 1e-7 if name.endswith("-jitter") else 0.0
         backend = backend.removesuffix("-jitter")
         cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch, lr=a.lr,
-                          seq_len=a.seq_len, npu_friendly=npu, eval_every=a.eval_every, ckpt_every=a.steps, init_jitter=jitter)
+                          seq_len=a.seq_len, npu_friendly=npu, eval_every=a.eval_every, ckpt_every=a.steps, init_jitter=jitter,
+                          precision=precision)
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
         t0 = time.perf_counter()
@@ -68,8 +71,9 @@ def main():
             "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g.get("gather_like_ops"),
                            "export_s": g["export_s"], **({"host_ops": g["host_ops"]} if "host_ops" in g else {})}
                        for k, g in m["backend"].get("graphs", {}).items()},
-            **({"mixed_precision": m["backend"]["mixed_precision"], "precision": m["backend"]["precision"]}
-               if "mixed_precision" in m["backend"] else {}),
+            **({"mixed_precision": m["backend"]["mixed_precision"]} if "mixed_precision" in m["backend"] else {}),
+            "precision": m["backend"]["precision"],
+            "executes_in": sorted({g["executes_in"] for g in m["backend"].get("graphs", {}).values() if "executes_in" in g}),
             "val_curve": [(x["step"], x["val_loss"]) for x in read_metrics(run) if "val_loss" in x],
         }
         print(f"{name}: loss {r.final_loss:.4f} val {r.val_loss:.4f} · {m['tokens_per_s_median']:.0f} tok/s · {wall:.0f} s")

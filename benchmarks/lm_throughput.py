@@ -4,6 +4,10 @@
     python benchmarks/lm_throughput.py --preset vkore-46m --backends onnxruntime,eager --rounds 3 --name lm_vkore46m
     python benchmarks/lm_throughput.py --name lm_throughput_avx512   (the same on a machine with AVX-512)
 
+`NAME-bf16` rows train in bf16 mixed precision (`lm train --precision bf16`): not the same arithmetic as eager fp32,
+so they are reported beside the fp32 rows, with eager's own bf16 autocast as their peer; their loss curves against
+the fp32 control are benchmarks/lm_control.py --runs eager,openvino-bf16,eager-bf16 --name lm_control_bf16.
+
 Every runner is built first (graph export and compilation are reported separately as setup time); then rounds
 visit the runners in turn, each round timing `--steps-per-round` consecutive steps per runner, so machine noise
 lands on all of them alike. Reported: median step time over rounds -> tokens/s, ratio to eager, peak RSS, and
@@ -53,8 +57,9 @@ def main():
     ap.add_argument("--preset", default="small")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
-    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino,iree,inductor",
-                    help="runtimes to time; NAME-npu = the gather-free graph on NAME")
+    ap.add_argument("--backends", default="eager,onnxruntime,onnxruntime-npu,openvino,iree,inductor,eager-bf16,openvino-bf16",
+                    help="runtimes to time; NAME-npu = the gather-free graph on NAME; NAME-bf16 = bf16 mixed precision "
+                    "(bf16 gradients, fp32 master weights and AdamW: `lm train --precision bf16`)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--steps-per-round", type=int, default=6)
     ap.add_argument("--threads", type=int, default=2)
@@ -81,14 +86,19 @@ def main():
            "rounds": a.rounds, "steps_per_round": a.steps_per_round, "corpus": a.corpus, "backends": {}}
     runners = {}
     for name in a.backends.split(","):
-        backend, npu = (name[:-4], True) if name.endswith("-npu") else (name, False)
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
+        backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
         gc.collect()
         before = rss_mb()
         t0 = time.perf_counter()
         model = build_lm(mcfg, seed=0)
         runners[name] = open_step_runner(backend, model, OptimConfig(), batch=a.batch, seq_len=a.seq_len,
-                                         gather_free=npu, workdir=work / name, threads=a.threads)
-        out["backends"][name] = {"setup_s": round(time.perf_counter() - t0, 1), "rss_added_mb": round(rss_mb() - before, 1)}
+                                         gather_free=npu, workdir=work / name, threads=a.threads, precision=precision)
+        out["backends"][name] = {"setup_s": round(time.perf_counter() - t0, 1), "rss_added_mb": round(rss_mb() - before, 1),
+                                 "precision": precision, "form": runners[name].info["form"]}
+        ran = {g.get("executes_in") for g in runners[name].info.get("graphs", {}).values()} - {None}
+        if ran:  # what the runtime computed in (OpenVINO stays in f32 on a CPU without bf16)
+            out["backends"][name]["executes_in"] = sorted(ran)
         out["n_params"] = count_parameters(model)
         print(f"{name}: ready in {out['backends'][name]['setup_s']} s", flush=True)
 

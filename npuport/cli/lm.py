@@ -10,7 +10,7 @@ from .common import add_runtime_flag, positive_int
 def register(sub) -> None:
     from ..models.lm import PRESETS as LM_PRESETS
     from ..train.compare import sample_backends
-    from ..train.runner import training_runtimes
+    from ..train.runner import PRECISIONS, training_runtimes
     from ..train.step import FORMS
 
     lm = sub.add_parser("lm", help="train a char-level decoder LM on static-graph runtimes; compare, eval, sample",
@@ -38,6 +38,9 @@ def register(sub) -> None:
     t.add_argument("--npu-friendly", action="store_true",
                    help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
+    t.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="bf16: mixed precision (the gradient graph in bf16, fp32 master weights and AdamW; split form); "
+                   "runtimes: eager (autocast), openvino (fast where the CPU has AVX512-BF16 or AMX). Default fp32")
     t.add_argument("--threads", type=positive_int, help="runtime threads (default: torch's)")
     t.add_argument("--keep-checkpoints", type=positive_int, default=3,
                    help="keep the last K checkpoints, delete older ones (default 3)")
@@ -84,7 +87,8 @@ def run(args) -> int:
                           preset=args.preset, backend=args.runtime, steps=args.steps, batch=args.batch,
                           seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps, seed=args.seed,
                           eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
-                          form=args.form, threads=args.threads, keep_checkpoints=args.keep_checkpoints)
+                          form=args.form, precision=args.precision, threads=args.threads,
+                          keep_checkpoints=args.keep_checkpoints)
         if args.workers or args.sync:
             from ..train.distributed import DistConfig, in_torchrun, launch, worker
 

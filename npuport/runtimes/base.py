@@ -44,6 +44,7 @@ class Graph:
     name: str = "graph"
     dims: dict[str, int] = field(default_factory=dict)
     fx: Callable[[], tuple[Any, tuple]] | None = None  # () -> (GraphModule, example args)
+    precision: str = "fp32"  # what the runtime computes in: bf16 only where the runtime lists it in train_precisions
 
 
 class Executor:
@@ -99,6 +100,8 @@ class Runtime:
     default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
+    # `lm train --precision`: bf16 = mixed precision (bf16 gradient graph, fp32 master weights and AdamW)
+    train_precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
     measures_sensitivity: ClassVar[bool] = False
     # what `open` and `open_graph` build: Session(directory, manifest, threads), Executor(graph, threads, device)
@@ -184,13 +187,24 @@ class Runtime:
             raise ConfigError(f"runtime {self.name!r} does not run standard-ONNX graphs")
         self.require()
         self.check_device(device)
+        if graph.precision != "fp32" and graph.precision not in self.train_precisions:
+            raise ConfigError(f"runtime {self.name!r} runs graphs in fp32 only, not {graph.precision}")
         return self.executor_class(graph, threads, device)
 
     # -- training
+    def check_train_precision(self, precision: str) -> None:
+        if precision not in self.train_precisions:
+            from .registry import runtime_names, get_runtime
+
+            can = [n for n in runtime_names(trains=True) if precision in get_runtime(n).train_precisions]
+            raise ConfigError(f"runtime {self.name!r} trains in {', '.join(self.train_precisions)}, not {precision}; "
+                              f"runtimes that train in {precision}: {', '.join(can) or '(none)'}")
+
     def step_runner(self, model, opt, **kw):
         """The training-step runner for this runtime: by default the step graph(s) run through open_graph."""
         if not self.trains:
             raise ConfigError(f"runtime {self.name!r} cannot run a training step")
+        self.check_train_precision(kw.get("precision", "fp32"))
         self.require()
         from ..train.runner import GraphRunner
 

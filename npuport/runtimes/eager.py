@@ -46,7 +46,11 @@ class EagerRuntime(Runtime):
         return {"format": "hf-directory"}
 
 
+    # bf16: torch.autocast around forward and backward, fp32 master weights and AdamW (PyTorch's mixed precision)
+    train_precisions = ("fp32", "bf16")
+
     def step_runner(self, model, opt, **kw):
+        self.check_train_precision(kw.get("precision", "fp32"))
         from ..train.runner import EagerRunner
 
         return EagerRunner(model, opt, device="cpu", **kw)
@@ -67,5 +71,6 @@ class EagerCudaRuntime(EagerRuntime):
     def step_runner(self, model, opt, **kw):
         from ..train.runner import EagerRunner
 
+        self.check_train_precision(kw.get("precision", "fp32"))
         self.require()
         return EagerRunner(model, opt, device="cuda", **kw)

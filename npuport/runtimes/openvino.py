@@ -90,7 +90,9 @@ class OvExecutor(Executor):
         model = core.read_model(str(graph.onnx))
         # symbolic dims (graph.dims) stay dynamic: OpenVINO's CPU plugin infers them per call
         with signal_stack_kept():
-            cm = core.compile_model(model, device.upper(), compile_config("fp32", threads))
+            cm = core.compile_model(model, device.upper(), compile_config(graph.precision, threads))
+        hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
+        self.execution_precision = hint.to_string() if hasattr(hint, "to_string") else str(hint)
         self.request = cm.create_infer_request()
         self.input_names = [i.any_name for i in model.inputs]
         self.output_names = [o.any_name for o in model.outputs]
@@ -122,6 +124,9 @@ class OpenVinoRuntime(Runtime):
     description = "OpenVINO (CPU; GPU/NPU devices when present)"
     compiles_from = ("torch", "onnx")
     default_port = True
+    # bf16: the gradient graph at OpenVINO's bf16 hint (native on AVX512-BF16/AMX; elsewhere the plugin stays in f32
+    # and the runner records that), the AdamW update graph pinned to f32
+    train_precisions = ("fp32", "bf16")
     session_class = OvSession
     executor_class = OvExecutor
 

@@ -134,6 +134,7 @@ class QnnRuntime(Runtime):
 
     def step_runner(self, model, opt, **kw):
         """Training: the fp16 gradient graph (scaled loss) on the HTP, the AdamW update in fp32 on the host."""
+        self.check_train_precision(kw.get("precision", "fp32"))  # fp32 = this runtime's own fp16 mixed precision
         self.require()
         from ..train.mixed import MixedPrecisionRunner
 

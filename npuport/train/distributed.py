@@ -242,7 +242,8 @@ def _open_runner(cfg: TrainConfig, dcfg: DistConfig, model, run: Path, rank: int
     def make():
         return open_step_runner(cfg.backend, model, cfg.optim, batch=shard, seq_len=cfg.seq_len,
                                 form="split" if dcfg.sync == "allreduce" else "fused", gather_free=cfg.npu_friendly,
-                                workdir=run / "graphs", compiled_dir=run / "graphs" / f"rank_{rank}", threads=1)
+                                workdir=run / "graphs", compiled_dir=run / "graphs" / f"rank_{rank}", threads=1,
+                                precision=cfg.precision)
 
     runner = make() if rank == 0 else None
     dist.barrier()

@@ -54,6 +54,7 @@ class TrainConfig:
     ckpt_every: int = 100
     npu_friendly: bool = False  # gather-free graph: one-hot embedding and loss, RoPE rotation as a matmul
     form: str = "fused"
+    precision: str = "fp32"  # bf16: mixed precision (bf16 gradient graph; fp32 master weights and AdamW)
     val_fraction: float = 0.1
     optim: OptimConfig = field(default_factory=OptimConfig)
     threads: int | None = None  # runtime threads; not part of a run's identity
@@ -73,6 +74,9 @@ class TrainConfig:
         known = training_runtimes()
         if self.backend not in known:
             raise ConfigError(f"--backend {self.backend!r} cannot train; runtimes that can: {', '.join(known)}")
+        from ..runtimes import get_runtime
+
+        get_runtime(self.backend).check_train_precision(self.precision)
 
     def identity(self) -> dict:
         """What must match to resume or to compare runs step for step (threads and backend may differ)."""
@@ -274,7 +278,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     t0 = time.perf_counter()
     runner = open_step_runner(
         cfg.backend, model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
-        workdir=run / "graphs", threads=threads,
+        workdir=run / "graphs", threads=threads, precision=cfg.precision,
     )
     setup_s = time.perf_counter() - t0
 

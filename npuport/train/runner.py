@@ -31,6 +31,12 @@ from .step import (FORMS, GATHER_LIKE, GATHER_LIKE_ATEN, OptimConfig, StepFuncti
                    fx_op_types, trace_step)
 
 
+# fp32: every op in fp32. bf16: mixed precision as GPUs train (and as an NPU that computes in 16 bits must):
+# forward and backward in bf16, the gradients returned in fp32, master weights, Adam moments and the update in fp32.
+# bf16 keeps fp32's exponent range, so unlike fp16 it needs no loss scaling.
+PRECISIONS = ("fp32", "bf16")
+
+
 def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> "StepRunner":
     """The runner for `runtime` (a registered runtime name): ask the registry, never a second list."""
     from ..runtimes import get_runtime
@@ -49,16 +55,20 @@ class StepRunner:
 
     def __init__(self, model, opt: OptimConfig, *, batch: int, seq_len: int, form: str = "fused",
                  gather_free: bool = False, workdir: Path | None = None, threads: int | None = None,
-                 compiled_dir: Path | None = None, objective=None, slots=None, seq_lens: tuple[int, ...] | None = None):
+                 compiled_dir: Path | None = None, objective=None, slots=None, seq_lens: tuple[int, ...] | None = None,
+                 precision: str = "fp32"):
         if form not in FORMS:
             raise ConfigError(f"step form {form!r}: choose one of {', '.join(FORMS)}")
+        if precision not in PRECISIONS:
+            raise ConfigError(f"training precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+        self.precision = precision
         self.model, self.opt, self.batch, self.seq_len = model, opt, batch, seq_len
         self.seq_lens = tuple(seq_lens or (seq_len,))  # one graph per length (a classifier's buckets)
         self.form, self.gather_free, self.threads = form, gather_free, threads
         self.workdir = Path(workdir) if workdir else None
         self.compiled_dir = Path(compiled_dir) if compiled_dir else self.workdir
         self.fns = StepFunctions(model, opt, gather_free=gather_free, objective=objective, slots=slots)
-        self.info: dict = {"backend": self.name, "form": form, "gather_free": gather_free}
+        self.info: dict = {"backend": self.name, "form": form, "gather_free": gather_free, "precision": precision}
 
     # subclasses implement these
     def set_state(self, params, m, v, t: int = 0) -> None: ...
@@ -130,8 +140,11 @@ class EagerRunner(StepRunner):
 
     def _backward(self, *batch) -> float:
         self.optim.zero_grad(set_to_none=True)
-        loss = self.fns.objective.loss(self.model, *[torch.as_tensor(b, device=self.device) for b in batch],
-                                       captured=False)
+        # bf16: autocast runs the matmuls in bf16 and keeps reductions, norms and the loss in fp32; the parameters
+        # and their .grad stay fp32, so AdamW below is the fp32 update
+        with torch.autocast(self.device.split(":")[0], dtype=torch.bfloat16, enabled=self.precision == "bf16"):
+            loss = self.fns.objective.loss(self.model, *[torch.as_tensor(b, device=self.device) for b in batch],
+                                           captured=False)
         loss.backward()
         return float(loss.detach())
 
@@ -173,6 +186,8 @@ class GraphRunner(StepRunner):
 
     def __init__(self, runtime, model, opt, **kw):
         self.name = runtime.name
+        if kw.get("precision", "fp32") != "fp32":
+            kw["form"] = "split"  # mixed precision: the gradient graph in bf16, the update its own graph in fp32
         super().__init__(model, opt, **kw)
         if self.workdir is None:
             raise ConfigError(f"the {self.name} runtime needs a work directory for its step graphs")
@@ -195,10 +210,16 @@ class GraphRunner(StepRunner):
                 self.graphs[key], traced = self._trace(kind, t)
                 fx = lambda traced=traced: traced  # noqa: E731
             onnx = self.workdir / self.graphs[key]["file"] if from_onnx else None
-            graph = Graph(onnx=onnx, workdir=self.compiled_dir, name=key, fx=fx)
+            graph = Graph(onnx=onnx, workdir=self.compiled_dir, name=key, fx=fx,
+                          precision="fp32" if kind == "update" else self.precision)
             t0 = time.perf_counter()
             self.executors[key] = runtime.open_graph(graph, self.threads)
             self.graphs[key]["open_s"] = round(time.perf_counter() - t0, 2)
+            self.graphs[key]["precision"] = graph.precision
+            # what the runtime really computes in (OpenVINO stays in f32 where the CPU has no bf16), not what we asked
+            ran = getattr(self.executors[key], "execution_precision", None)
+            if ran:
+                self.graphs[key]["executes_in"] = ran
         self.info["graphs"] = self.graphs
         self.info["runtime"] = " ".join(f"{k} {v}" for k, v in runtime.versions().items()) or runtime.name
         shapes = [s.shape for s in self.fns.slots]
