@@ -322,20 +322,25 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
     finally:
         metrics.close()
         bar.close()
-    history = metrics.read()
-    loss = history[-1]["loss"] if history else float("nan")
-    val_loss = next((r["val_loss"] for r in reversed(history) if "val_loss" in r), None)
     steady = step_times[min(len(step_times) // 10, 5):] or step_times  # skip warm-up steps
     tps = tokens / statistics.median(steady) if steady else float("nan")
+    return _finish(run, cfg, runner, metrics.read(), tps, setup_s=setup_s, start=start, threads=threads,
+                   n_params=count_parameters(model), corpus=info["corpus"])
+
+
+def _finish(run: Path, cfg: TrainConfig, runner, history: list[dict], tps: float, **facts) -> TrainResult:
+    """The run's manifest (what ran, on what, how fast, to what loss), written atomically, and the result."""
+    loss = history[-1]["loss"] if history else float("nan")
+    val_loss = next((r["val_loss"] for r in reversed(history) if "val_loss" in r), None)
     manifest = {
         "npuport_run": RUN_FORMAT, "backend": {**runner.info, **({"mixed_precision": runner.summary()}
                                                                   if hasattr(runner, "summary") else {})},
-        "setup_s": round(setup_s, 2),
-        "steps": cfg.steps, "resumed_from": start or None, "final_loss": loss, "val_loss": val_loss,
+        "setup_s": round(facts["setup_s"], 2),
+        "steps": cfg.steps, "resumed_from": facts["start"] or None, "final_loss": loss, "val_loss": val_loss,
         "val_bpc": None if val_loss is None else val_loss / math.log(2),
-        "tokens_per_s_median": round(tps, 1), "threads": threads, "n_params": count_parameters(model),
+        "tokens_per_s_median": round(tps, 1), "threads": facts["threads"], "n_params": facts["n_params"],
         "peak_rss_mb": peak_rss_mb(), "machine": machine(), "versions": versions(),
-        "corpus": info["corpus"],
+        "corpus": facts["corpus"],
     }
     write_json_atomic(run / "manifest.json", manifest)
     return TrainResult(run, cfg.steps, loss, val_loss, tps, manifest)
