@@ -38,6 +38,7 @@ from npuport.ui import Progress
 GOAL_AGREEMENT = 0.995
 RESULT = RESULTS / "p11_int8.json"
 MEASURE = dict(min_agreement=0)  # measured here, not gated: the refusal is port's job and is tested
+NONE = dict(keep_fp32=(), **MEASURE)  # every group quantised (the default keeps ffn_out in float: spec.DEFAULT_KEEP)
 FFN = ("ffn_out",)  # every layer's FFN down-projection in float (npuport/static/quantize.py FFN_OUT says why)
 
 
@@ -59,13 +60,13 @@ def decisions(root, tmp, prog) -> dict:
                   bench_runs=10)
     auto = QuantOptions(keep_fp32=("auto",), min_agreement=GOAL_AGREEMENT)
     variants = {
-        "onnxruntime static minmax": ("onnxruntime", QuantOptions(**MEASURE)),
+        "onnxruntime static minmax": ("onnxruntime", QuantOptions(**NONE)),
         "onnxruntime static minmax, --keep-fp32 auto": ("onnxruntime", auto),
-        "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
+        "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **NONE)),
         "onnxruntime static percentile, --keep-fp32 ffn_out": ("onnxruntime", QuantOptions(method="percentile",
                                                                                          keep_fp32=FFN, **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
-        "openvino nncf": ("openvino", QuantOptions(**MEASURE)),
+        "openvino nncf": ("openvino", QuantOptions(**NONE)),
         "openvino nncf, --keep-fp32 auto": ("openvino", auto),
         "openvino nncf, --keep-fp32 ffn_out": ("openvino", QuantOptions(keep_fp32=FFN, **MEASURE)),
     }
@@ -98,7 +99,7 @@ def speed(tmp, runs: int, prog) -> dict:
     port(PortConfig(source=src, out=art, backends=("onnxruntime", "openvino"), shapes=shapes, capture_methods=(),
                     bench_runs=1), prog)
     port(PortConfig(source=src, out=f"{tmp}/speed8", backends=("onnxruntime", "openvino"), shapes=shapes,
-                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**MEASURE)), prog)
+                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**NONE)), prog)
     # the graph of the --keep-fp32 ffn_out variants (bench labels it *-int8-keep-ffn_out)
     port(PortConfig(source=src, out=f"{tmp}/speed8f", backends=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=FFN, **MEASURE)),
@@ -111,7 +112,7 @@ def speed(tmp, runs: int, prog) -> dict:
     port(PortConfig(source=src, out=f"{tmp}/speedb", backends=("onnxruntime", "openvino"), shapes=shapes,
                     capture_methods=(), bench_runs=1, attention="banded"), prog)
     port(PortConfig(source=src, out=f"{tmp}/speedb8", backends=("onnxruntime", "openvino"), shapes=shapes,
-                    precision="int8", capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**MEASURE)),
+                    precision="int8", capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**NONE)),
          prog)
     for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8", "speedb8/openvino-int8"):
         shutil.move(f"{tmp}/{d}", f"{art}/{d.replace('/', '-')}")

@@ -58,6 +58,6 @@ def next_group(sens: dict, kept: tuple[str, ...]) -> str | None:
 
 def quant_facts(meta: dict) -> dict:
     """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
-    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "sensitivity", "auto_keep")
+    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "kept_by_default", "sensitivity", "auto_keep")
     facts = {k: meta[k] for k in keys if k in meta}
     return {"quant": facts} if facts else {}

@@ -76,6 +76,11 @@ def port_markdown(r: dict) -> str:
         for prec, v in per.items():
             if v.get("decisions_unchecked"):
                 lines += ["", f"**{b} {prec}**: {v['decisions_unchecked']}."]
+    for b, prec, v, kept in _quant_entries(r, "kept_fp32"):
+        if not v.get("refused") and not v["quant"].get("auto_keep"):  # auto's rounds are listed below
+            by_default = v["quant"].get("kept_by_default") or []
+            lines += ["", f"**{b} {prec}** left in float: {', '.join(kept)}" + (
+                f" ({', '.join(by_default)} by default; `--keep-fp32 none` quantises every group)" if by_default else "") + "."]
     lines += _auto_keep_lines(r)
     lines += _sensitivity_lines(r)
     lines += _npu_lines(r)

@@ -56,6 +56,11 @@ class ShapeSpec:
 
 
 INTEGER_PRECISIONS = ("int8", "int16")  # lossy by construction: their decisions are checked on data
+# Left in float unless --keep-fp32 says otherwise: every FFN down-projection, whose inputs carry the outlier channels
+# transformers are known for. On the demo detector it was what flipped unseen decisions at int8 (98.9 -> 100 % on a
+# held-out template family with OpenVINO, for ~20 % of int8's speed; benchmarks/NOTES.md). Applied by the runtimes
+# that keep groups in float, to models that have the group, for static quantisation.
+DEFAULT_KEEP = ("ffn_out",)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,11 +71,12 @@ class QuantOptions:
     write the artifact (0 turns the check off). mode: static (calibrated activations) or dynamic (ONNX Runtime only).
     keep_fp32: quantisation groups left in float (embeddings, attention, head, ffn_out, layer.N); "auto" among them: measure
     every group's cost and keep the costliest in float, one at a time, until min_agreement holds (npuport/gate.py).
+    None (the default): DEFAULT_KEEP where the runtime and the model have it; () or ("none",): quantise every group.
     sensitivity: measure every group's cost alone and record it in the manifest and report."""
 
     method: str = "minmax"
     mode: str = "static"
-    keep_fp32: tuple[str, ...] = ()
+    keep_fp32: tuple[str, ...] | None = None
     sensitivity: bool = False
     min_agreement: float = 0.995
 
@@ -81,7 +87,11 @@ class QuantOptions:
             raise ConfigError(f"--calibration-method {self.method!r}: choose one of {', '.join(CALIBRATION_METHODS)}")
         if self.mode not in ("static", "dynamic"):
             raise ConfigError(f"--quantization {self.mode!r}: choose static or dynamic")
-        for g in self.keep_fp32:
+        if self.keep_fp32 is not None and "none" in self.keep_fp32:
+            if len(self.keep_fp32) > 1:
+                raise ConfigError(f"--keep-fp32 {','.join(self.keep_fp32)}: none quantises every group; name it alone")
+            object.__setattr__(self, "keep_fp32", ())
+        for g in self.keep_fp32 or ():
             if g != "auto" and g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
                 raise ConfigError(f"--keep-fp32 {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
         if not 0.0 <= self.min_agreement <= 1.0:
@@ -92,16 +102,21 @@ class QuantOptions:
 
     @property
     def auto_keep(self) -> bool:
-        return "auto" in self.keep_fp32
+        return "auto" in (self.keep_fp32 or ())
 
     @property
     def fixed_keep(self) -> tuple[str, ...]:
         """The groups named by hand (auto adds to these)."""
-        return tuple(g for g in self.keep_fp32 if g != "auto")
+        return tuple(g for g in self.keep_fp32 or () if g != "auto")
+
+    @property
+    def default_keep(self) -> tuple[str, ...]:
+        """Kept in float without being named: DEFAULT_KEEP unless --keep-fp32 was given (static quantisation only)."""
+        return DEFAULT_KEEP if self.keep_fp32 is None and self.mode == "static" else ()
 
     def options(self) -> dict:
         return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.fixed_keep),
-                "sensitivity": self.sensitivity or self.auto_keep}
+                "keep_fp32_default": list(self.default_keep), "sensitivity": self.sensitivity or self.auto_keep}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -96,7 +96,7 @@ def test_a_coarse_calibration_is_refused_and_writes_no_artifact(varied_model, co
     capsys.readouterr()
     out = tmp_path / "o"
     assert _port(tiny_model_dir, out, "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
-                 "--calibration-data", str(coarse)) == 1
+                 "--calibration-data", str(coarse), "--keep-fp32", "none") == 1
     err = capsys.readouterr().out
     assert "refused" in err and "--min-agreement" in err and "--keep-fp32" in err
     assert not list(out.glob("*/manifest.json")) and not (out / "onnxruntime-int8").exists()  # nothing to serve
@@ -107,7 +107,7 @@ def test_a_coarse_calibration_is_refused_and_writes_no_artifact(varied_model, co
     assert "REFUSED" in (out / "report.md").read_text()
     # the bar is the user's to move: with the check off the same artifact is written (and its parity recorded)
     assert _port(tiny_model_dir, tmp_path / "o2", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
-                 "--calibration-data", str(coarse), "--min-agreement", "0") in (0, 1)
+                 "--calibration-data", str(coarse), "--keep-fp32", "none", "--min-agreement", "0") in (0, 1)
     assert [a.name for a in find_artifacts(tmp_path / "o2")] == ["onnxruntime-int8"]
 
 
@@ -171,12 +171,20 @@ def test_keep_fp32_leaves_the_named_groups_unquantised(tiny_model_dir, eval_json
     # This test is about the graph, not the decisions: a random tiny model sits at near-zero margins, so whether its
     # int8 clears the bar varied between runs (the bar's own tests use a fixed-vocabulary model, above).
     ungated = ("--eval-data", str(eval_jsonl), "--min-agreement", "0")
-    assert _port(tiny_model_dir, tmp_path / "all", "--backend", "onnxruntime", *ungated) in (0, 1)
+    assert _port(tiny_model_dir, tmp_path / "all", "--backend", "onnxruntime", *ungated, "--keep-fp32", "none") in (0, 1)
     assert _port(tiny_model_dir, tmp_path / "keep", "--backend", "onnxruntime", *ungated, "--keep-fp32",
                  "layer.0,head") in (0, 1)
     (art,) = find_artifacts(tmp_path / "keep")
     assert json.loads((art / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == ["layer.0", "head"]
     assert 0 < quantised_matmuls(tmp_path / "keep") < quantised_matmuls(tmp_path / "all")
+    # by default every FFN down-projection stays in float (spec.DEFAULT_KEEP), and the report says so
+    assert _port(tiny_model_dir, tmp_path / "default", "--backend", "onnxruntime", *ungated) in (0, 1)
+    (art,) = find_artifacts(tmp_path / "default")
+    meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
+    assert meta["kept_fp32"] == meta["kept_by_default"] == ["ffn_out"]
+    assert 0 < quantised_matmuls(tmp_path / "default") < quantised_matmuls(tmp_path / "all")
+    assert "left in float: ffn_out (ffn_out by default" in (tmp_path / "default" / "report.md").read_text()
+    assert json.loads((find_artifacts(tmp_path / "all")[0] / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == []
 
 
 def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_model_dir, eval_jsonl, tmp_path, capsys):
@@ -189,6 +197,9 @@ def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_mod
     assert _port(tiny_model_dir, tmp_path / "c", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--keep-fp32", "decoder") == 2
     assert "layer.N" in capsys.readouterr().err
+    assert _port(tiny_model_dir, tmp_path / "c", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "none,head") == 2
+    assert "name it alone" in capsys.readouterr().err and not (tmp_path / "c").exists()
     assert _port(tiny_model_dir, tmp_path / "d", "--backend", "openvino", "--eval-data", str(eval_jsonl),
                  "--quantization", "dynamic") == 2
     assert "ONNX Runtime's" in capsys.readouterr().err

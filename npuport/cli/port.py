@@ -36,11 +36,12 @@ def register(sub) -> None:
                    help="how activation ranges are set from the calibration rows (ONNX Runtime; default minmax)")
     q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
                    help="ONNX Runtime int8: static QDQ calibrated on your rows (default) or dynamic (weights only)")
-    q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=(), metavar="GROUPS",
+    q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=None, metavar="GROUPS",
                    help="leave these in float: embeddings, attention, head, layer.N, ffn_out (every layer's FFN "
                         "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
                         "measure each group's cost and keep the costliest in float, one at a time, until "
-                        "--min-agreement holds")
+                        "--min-agreement holds; none: quantise every group. Default: ffn_out (static int8/int16 on "
+                        "runtimes that keep groups: onnxruntime, openvino)")
     q.add_argument("--sensitivity", action="store_true",
                    help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
     q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
@@ -106,7 +107,7 @@ def run_port(args) -> int:
         out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
         overwrite=args.overwrite, attention=args.attention,
-        quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=tuple(args.keep_fp32),
+        quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
                            sensitivity=args.sensitivity, min_agreement=args.min_agreement),
     )
     prog = progress(args)

@@ -160,9 +160,10 @@ def _int8(captured, spec, src: Path, out: Path) -> dict:
     from ..static import quantize
 
     feeds = quantize.calibration_feeds(captured, spec)
-    method, keep = spec.options.get("calibration_method", "minmax"), tuple(spec.options.get("keep_fp32", ()))
+    method = spec.options.get("calibration_method", "minmax")
+    keep, by_default = quantize.resolve_keep(spec.options, quantize.node_groups(src))
     meta = quantize.quantize_qdq(src, out / "model.onnx", feeds, method=method, keep_fp32=keep)
-    meta["calibration"] = spec.calibration_source
+    meta.update(calibration=spec.calibration_source, kept_by_default=by_default)
     if spec.options.get("sensitivity"):
         meta["sensitivity"] = _sensitivity(captured, src, feeds, method)
     return meta

@@ -206,18 +206,17 @@ def _nncf_int8(model, captured, spec):
         raise BackendUnavailable("openvino int8 needs NNCF: pip install nncf") from None
     import logging
 
-    from ..static.quantize import check_keep
+    from ..static.quantize import resolve_keep
 
-    keep = tuple(spec.options.get("keep_fp32", ()))
     groups = _ov_groups(model)
-    check_keep(keep, dict.fromkeys(groups))
+    keep, by_default = resolve_keep(spec.options, dict.fromkeys(groups))
     feeds = calibration_feeds(captured, spec)
     nncf.set_log_level(logging.ERROR)  # its notices would break npuport's own status line
     sens = _nncf_sensitivity(nncf, model, feeds, groups, captured) if spec.options.get("sensitivity") else None
     q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)])
     return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
                                "calibration batches)", "calibration": spec.calibration_source,
-               "kept_fp32": list(keep), "nncf": nncf.__version__, **({"sensitivity": sens} if sens else {})}
+               "kept_fp32": list(keep), "kept_by_default": by_default, "nncf": nncf.__version__, **({"sensitivity": sens} if sens else {})}
 
 
 def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str]):

@@ -120,6 +120,15 @@ def check_keep(keep: tuple[str, ...], groups: dict[str, list[str]]) -> None:
                           f"{', '.join(groups) or '(none)'}")
 
 
+def resolve_keep(options: dict, groups) -> tuple[tuple[str, ...], list[str]]:
+    """(the groups to leave in float, those of them kept by default): a named group the model lacks is an error; a
+    default one (spec.DEFAULT_KEEP) applies where the model has it."""
+    named = tuple(options.get("keep_fp32", ()))
+    check_keep(named, groups)
+    default = [g for g in options.get("keep_fp32_default", ()) if g in groups and g not in named]
+    return (*named, *default), default
+
+
 def attention_mask_nodes(path: Path) -> list[str]:
     """The additive attention mask and what it feeds: Where(mask, 0, finfo.min) -> Add(scores, bias) -> Softmax.
 
