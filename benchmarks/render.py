@@ -212,12 +212,17 @@ def peers_section(r: dict, link: str) -> list[str]:
 def lm_control_section(r: dict, link: str) -> list[str]:
     runs = r["runs"]
     ref = next(iter(runs))
-    out = [f"**LM control run (P3)** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.1f}M parameters), {r['steps']} "
+    title = "LM control run, bf16 mixed precision" if any(n.endswith("-bf16") for n in runs) else "LM control run (P3)"
+    out = [f"**{title}** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.1f}M parameters), {r['steps']} "
            f"steps, batch {r['batch']} × {r['seq_len']} characters of `{Path(r['corpus']).name}`, peak lr {r.get('lr', 3e-3):g}; "
            f"the same init, data and schedule on every backend; each run against `{ref}` with `npuport lm compare` "
            f"([script]({link}/lm_control.py), [JSON]({link}/results/{r['_file']}), [plot]({link}/results/{r['plot'].split('/')[-1]})). "
-           f"`eager-jitter` is eager again from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor any "
-           f"non-bit-identical implementation shares. {machine_line(r)}.", "",
+           + ("`eager-jitter` is eager again from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor any "
+              "non-bit-identical implementation shares. " if any(n.endswith("-jitter") for n in runs) else "")
+           + ("`-bf16` runs train in bf16 mixed precision (`lm train --precision bf16`: bf16 gradients, fp32 master "
+              "weights and AdamW; eager by autocast, OpenVINO by its bf16 hint on the gradient graph"
+              + _executes_in(runs) + "): not the fp32 arithmetic, so they are judged by the loss curve, not bit for bit. "
+              if any(n.endswith("-bf16") for n in runs) else "") + f"{machine_line(r)}.", "",
            "| run | final loss | val loss (bpc) | Pearson vs eager | max abs Δloss | final max abs Δparam | Gather/Scatter ops in graph |",
            "|---|---|---|---|---|---|---|"]
     for n, v in runs.items():
@@ -234,6 +239,11 @@ def lm_control_section(r: dict, link: str) -> list[str]:
         out += ["", f"Against the 1-ulp noise floor (max abs Δloss {floor:.1e}): within it "
                 f"{', '.join(within) or 'none'}; above it {', '.join(above) or 'none'}."]
     return out
+
+
+def _executes_in(runs: dict) -> str:
+    ran = sorted({p for v in runs.values() for p in v.get("executes_in", [])} - {"f32"})
+    return f", which ran in {', '.join(ran)} on this CPU" if ran else ", which stayed in f32 on this CPU (no native bf16)"
 
 
 def lm_npu_section(r: dict, link: str) -> list[str]:
@@ -306,10 +316,15 @@ def lm_throughput_section(r: dict, link: str) -> list[str]:
            f"Peak RSS {r['peak_rss_mb'] / 1024:.2f} GB"
            + (f"; eager PyTorch's fp32 matmul at the step's largest shape: {r['torch_matmul_gflops']:.0f} GFLOPS"
               if "torch_matmul_gflops" in r else "") + f". {machine_line(r)}.", "",
-           "| backend | tokens/s | step ms (median) | vs eager | setup s (export + compile) |", "|---|---|---|---|---|"]
+           "| backend | precision (executes in) | tokens/s | step ms (median) | vs eager fp32 | setup s (export + compile) |",
+           "|---|---|---|---|---|---|"]
     for n, v in r["backends"].items():
         vs = f"{v['vs_eager']:.2f}×" if "vs_eager" in v else "—"
-        out.append(f"| {n} | {v['tokens_per_s']:,.0f} | {v['step_ms_median']:.0f} | {vs} | {v['setup_s']:.1f} |")
+        prec = v.get("precision", "fp32") + (f" ({', '.join(v['executes_in'])})" if v.get("executes_in") else "")
+        out.append(f"| {n} | {prec} | {v['tokens_per_s']:,.0f} | {v['step_ms_median']:.0f} | {vs} | {v['setup_s']:.1f} |")
+    if any(v.get("precision") == "bf16" for v in r["backends"].values()):
+        out += ["", "bf16 rows: mixed precision (`lm train --precision bf16`), not eager's fp32 arithmetic; their peer is "
+                "`eager-bf16` (PyTorch autocast), their loss curves against the fp32 control are in the bf16 control run."]
     if r.get("onnxruntime_profile"):
         prof = ", ".join(f"{k} {v:.0%}" for k, v in list(r["onnxruntime_profile"].items())[:6])
         out += ["", f"ONNX Runtime step profile (share of kernel time): {prof}."]
@@ -598,6 +613,27 @@ def _int8_goal_row(sp: dict | None, dec: dict | None, bar: float) -> str:
 LM_THROUGHPUT = ("lm_throughput", "lm_throughput_avx512")  # the same benchmark on an AVX2 and an AVX-512 machine
 
 
+def _lm_bf16_row(lt: dict, control: dict | None, link: str) -> str | None:
+    """bf16 mixed precision is beyond the fp32 goal: reported beside it, against eager fp32 and eager's own autocast,
+    with the loss curve of the same runtime against the fp32 control when a bf16 control run was measured."""
+    b = lt["backends"]
+    graph = [(v["vs_eager"], n) for n, v in b.items() if v.get("precision") == "bf16" and not n.startswith("eager")]
+    if not graph:
+        return None
+    x, n = max(graph)
+    peer = b.get("eager-bf16")
+    vs_peer = f", {b['eager-bf16']['step_ms_median'] / b[n]['step_ms_median']:.2f}× eager-bf16 (autocast)" if peer else ""
+    ran = ("gradient graph executed in bf16" if "bf16" in b[n].get("executes_in", [])
+           else "stayed in f32: this CPU has no native bf16")
+    curve = ""
+    c = (control or {}).get("compare", {}).get(n)
+    if c:
+        curve = (f"; loss curve vs the fp32 control over {control['steps']} steps: Pearson {c['pearson']:.4f}, max abs Δloss "
+                 f"{c['max_abs_loss_diff']:.3f} ([control]({link}/results/lm_control_bf16.json))")
+    return (f"| LM step, bf16 mixed precision (fp32 master weights; beyond the fp32 goal) | — | {n} ({ran}) "
+            f"{x:.2f}× eager fp32{vs_peer}{curve} | — | {_flags(lt)} |")
+
+
 def p11_goals(results: dict, link: str) -> list[str]:
     """The P11 goals table: each row met or not, with the CPU flags of the machine that measured it."""
     r = results.get("p11_int8")
@@ -629,10 +665,14 @@ def p11_goals(results: dict, link: str) -> list[str]:
         lt = results.get(key)
         if not lt:
             continue
-        best_lm = max((v["vs_eager"], n) for n, v in lt["backends"].items() if "vs_eager" in v and n != "eager")
+        fp32 = {n: v for n, v in lt["backends"].items() if v.get("precision", "fp32") == "fp32"}  # the same arithmetic
+        best_lm = max((v["vs_eager"], n) for n, v in fp32.items() if "vs_eager" in v and n != "eager")
         gemm = f"; eager's matmul {lt['torch_matmul_gflops']:.0f} GFLOPS" if "torch_matmul_gflops" in lt else ""
-        out.append(f"| LM step tokens/s, best runtime vs eager (`{lt['preset']}`) | ≥ 1.2× | {best_lm[1]} {best_lm[0]:.2f}× "
+        out.append(f"| LM step tokens/s, best runtime vs eager (`{lt['preset']}`, fp32) | ≥ 1.2× | {best_lm[1]} {best_lm[0]:.2f}× "
                    f"({lt['date'][:10]}{gemm}) | {'yes' if best_lm[0] >= 1.2 else 'no'} | {_flags(lt)} |")
+        bf16 = _lm_bf16_row(lt, results.get("lm_control_bf16"), link)
+        if bf16:
+            out.append(bf16)
     gpu = results.get("b5_gpu")
     out.append("| GPU 1 × 512 mmBERT-base p50 | ≤ 2 ms | " + (
         f"{gpu['best']} {gpu['best_p50_ms']:.2f} ms ({gpu['device']}, {gpu['date'][:10]}) | "
@@ -649,7 +689,8 @@ def build() -> tuple[str, str]:
                      ("b1_peers", peers_section), ("b2_buckets", b2_section), ("b3_efficiency", b3_section), ("b4_b6_precision", b4_section),
                      ("serve_load", serve_section), ("lm_control", lm_control_section),
                      ("lm_throughput", lm_throughput_section), ("lm_throughput_avx512", lm_throughput_section),
-                     ("lm_vkore46m", lm_throughput_section), ("lm_control_lr3e-3", lm_control_section), ("lm_gpu_control", lm_gpu_section), ("b5_gpu", b5_section),
+                     ("lm_vkore46m", lm_throughput_section), ("lm_control_lr3e-3", lm_control_section),
+                     ("lm_control_bf16", lm_control_section), ("lm_gpu_control", lm_gpu_section), ("b5_gpu", b5_section),
                      ("lm_distributed", lm_distributed_section), ("iree_flags", iree_flags_section),
                      ("npu_port", npu_port_section), ("lm_qnn_control", lm_npu_section),
                      ("detector_control", detector_control_section), ("p11_int8", p11_section)):
@@ -671,7 +712,7 @@ def build() -> tuple[str, str]:
     for name, r, fn in sections:
         if name in ("port_mmbert_base_512", "demo", "demo_init", "pretrained_minilm", "b1_latency_mmbert_base_512", "b1_peers",
                     "b2_buckets", "lm_control",
-                    "lm_throughput", "lm_throughput_avx512", "lm_vkore46m", "lm_gpu_control", "lm_distributed", "npu_port", "lm_qnn_control",
+                    "lm_throughput", "lm_throughput_avx512", "lm_control_bf16", "lm_vkore46m", "lm_gpu_control", "lm_distributed", "npu_port", "lm_qnn_control",
                     "detector_control", "p11_int8", "b5_gpu"):
             block += fn(r, "benchmarks") + [""]
     p11 = p11_goals({name: r for name, r, _ in sections}, "benchmarks")
