@@ -224,6 +224,28 @@ def test_cli_train_on_a_runtime_gives_a_normal_detector_directory(tiny_model_dir
     assert main(["-q", "verify", str(out)]) == 0
 
 
+def test_bf16_detector_training_on_openvino_follows_the_fp32_control(tiny_model_dir, eval_jsonl, tmp_path):
+    """`detector train --backend openvino --precision bf16`: bf16 gradient graphs per bucket, the fp32 update graph,
+    losses within bf16 rounding of the fp32 static control."""
+    from npuport.cli import main
+
+    runs = {}
+    for b, prec in (("eager", "fp32"), ("openvino", "bf16")):
+        out = tmp_path / b
+        assert main(["-q", "detector", "train", "--data", str(eval_jsonl), "--val", str(eval_jsonl), "--init",
+                     str(tiny_model_dir), "-o", str(out), "--epochs", "2", "--batch", "4", "--max-len", "32",
+                     "--buckets", "16,32", "--backend", b, "--precision", prec]) == 0
+        runs[b] = json.loads((out / "train_summary.json").read_text())
+    got, want = ([h["train_loss"] for h in runs[b]["history"]] for b in ("openvino", "eager"))
+    np.testing.assert_allclose(got, want, rtol=2e-2)
+    r = runs["openvino"]["training"]["runner"]
+    assert r["precision"] == "bf16" and r["form"] == "split"
+    assert {k: g["precision"] for k, g in r["graphs"].items()} == {"grad_4x16": "bf16", "grad_4x32": "bf16",
+                                                                   "update": "fp32"}
+    assert json.loads((tmp_path / "openvino" / "train_config.json").read_text())["precision"] == "bf16"
+    assert "precision" not in json.loads((tmp_path / "eager" / "train_config.json").read_text())  # as older runs
+
+
 def test_bad_backend_and_buckets_are_refused_before_anything_is_written(tiny_model_dir, eval_jsonl, tmp_path, capsys):
     from npuport.cli import main
 
@@ -234,6 +256,10 @@ def test_bad_backend_and_buckets_are_refused_before_anything_is_written(tiny_mod
     assert "largest must be >= --max-len 64" in capsys.readouterr().err
     assert main([*base, "-o", str(tmp_path / "c"), "--buckets", "16,64"]) == 2
     assert "need --backend" in capsys.readouterr().err
+    assert main([*base, "-o", str(tmp_path / "c"), "--precision", "bf16"]) == 2
+    assert "need --backend" in capsys.readouterr().err
+    assert main([*base, "-o", str(tmp_path / "c"), "--backend", "onnxruntime", "--precision", "bf16"]) == 2
+    assert "trains in fp32, not bf16" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "abc")
 
 

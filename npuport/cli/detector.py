@@ -41,6 +41,9 @@ def register(sub) -> None:
                                                          "to --max-len)")
     a.add_argument("--gather-free", action="store_true",
                    help="embedding lookup as a one-hot MatMul inside the graph (NPUs without Gather)")
+    a.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: mixed precision (bf16 gradient graphs, fp32 weights and AdamW) on runtimes that offer "
+                        "it: eager, openvino (`lm train --precision` says more). Default fp32")
     a.add_argument("--threads", type=positive_int, help="runtime threads (default: all cores)")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
@@ -71,7 +74,8 @@ def run(args) -> int:
                           out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
                           patience=args.patience, seed=args.seed, resume=args.resume,
                           train_top_layers=args.train_top_layers, head_lr=args.head_lr, backend=args.backend,
-                          buckets=args.buckets, gather_free=args.gather_free, threads=args.threads)
+                          buckets=args.buckets, gather_free=args.gather_free, precision=args.precision,
+                          threads=args.threads)
         s = train(cfg, prog, show_bar=not args.quiet)
         print(f"best epoch {s['best_epoch']} · val F1 {s['best_val_f1']:.4f} · threshold {s['threshold']:.3f} · "
               f"{s['seconds']} s · model: {os.path.join(args.out, 'model')}")

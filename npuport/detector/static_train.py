@@ -111,7 +111,7 @@ class StaticEpochs:
         self.runner = open_step_runner(
             cfg.backend, self.static, self.opt, batch=cfg.batch, seq_len=self.buckets[-1], seq_lens=self.buckets,
             objective=ClassifierObjective(model.spec.num_labels, gather_free=cfg.gather_free),
-            slots=detector_slots(self.static, scale), workdir=out / "graphs", threads=cfg.threads)
+            slots=detector_slots(self.static, scale), workdir=out / "graphs", threads=cfg.threads, precision=cfg.precision)
         self.names = self.runner.fns.names
         self.last_lr = cfg.lr * lr_factor(0, total, self.warmup)
 
