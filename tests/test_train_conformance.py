@@ -17,7 +17,8 @@ from npuport.models.lm import build_lm, preset_config
 from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
 from npuport.runtimes import get_runtime
 from npuport.train.runner import open_step_runner, training_runtimes
-from npuport.train.step import GATHER_LIKE, GATHER_LIKE_ATEN, OptimConfig
+from npuport.train.capture import GATHER_LIKE, GATHER_LIKE_ATEN
+from npuport.train.step import OptimConfig
 
 # Runtimes that run npuport's fp32 step graphs as they are; qnn trains in mixed precision (tests/test_qnn.py)
 GRAPH_BACKENDS = [b for b in training_runtimes() if not b.startswith("eager") and get_runtime(b).runs_graphs]

@@ -128,7 +128,7 @@ class Block(nn.Module):
         k = self.wk(h).view(B, T, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)  # (B, Hkv, T, D)
         v = self.wv(h).view(B, T, cfg.n_kv_heads, cfg.head_dim).transpose(1, 2)
         # Flattened to a 2-D matmul: a 4-D @ 2-D product is captured as Expand + batched MatMul of the constant,
-        # which OpenVINO 2026.4 then folds wrongly in the backward (see train/step.untie_transposed_constants).
+        # which OpenVINO 2026.4 then folds wrongly in the backward (see train/capture.untie_transposed_constants).
         rh = (lambda t: (t.reshape(-1, cfg.head_dim) @ rot).view(t.shape)) if rot is not None else rotate_half
         q = q * cos + rh(q) * sin
         k = k * cos + rh(k) * sin

@@ -17,7 +17,8 @@ import torch
 
 from ..errors import ConfigError
 from .runner import StepRunner, _feeds, _graph_key
-from .step import adamw_update, export_step_onnx
+from .capture import export_step_onnx
+from .step import adamw_update
 
 INIT_SCALE = 2.0**10
 GROWTH_INTERVAL = 50

@@ -27,8 +27,8 @@ import torch
 
 from ..errors import BackendUnavailable, ConfigError
 from ..fsio import write_json_atomic
-from .step import (FORMS, GATHER_LIKE, GATHER_LIKE_ATEN, OptimConfig, StepFunctions, eager_optimizer, export_step_onnx,
-                   fx_op_types, trace_step)
+from .capture import GATHER_LIKE, GATHER_LIKE_ATEN, export_step_onnx, fx_op_types, trace_step
+from .step import FORMS, OptimConfig, StepFunctions, eager_optimizer
 
 
 # fp32: every op in fp32. bf16: mixed precision as GPUs train (and as an NPU that computes in 16 bits must):
