@@ -71,7 +71,7 @@ def main():
     for name in names:
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
         cfg = TrainConfig(data=str(root / "train_subset.jsonl"), val=str(data / "val.jsonl"), out=str(run), init=str(init),
                           epochs=a.epochs, lr=5e-5, head_lr=1e-3, batch=a.batch, max_len=a.max_len, patience=a.epochs,
                           train_top_layers=a.top_layers, context_noise=0.15, backend=backend, buckets=buckets,
@@ -89,7 +89,7 @@ def main():
             "wall_s": round(wall, 1), "train_s": s["seconds"], "best_val_f1": s["best_val_f1"], "test_f1": tm["f1"],
             "test_accuracy": tm["accuracy"], "threshold": model.spec.threshold, "tokens_per_s": tr["tokens_per_s"],
             "step_s_median": tr["step_s_median"], "steps": s["steps"], "trained_parameters": tr["trained_parameters"],
-            "precision": precision,
+            "precision": cfg.precision,
             "executes_in": sorted({g["executes_in"] for g in graphs.values() if "executes_in" in g}),
             "graphs": {k: {"op_types": g["op_types"], "gather_like_ops": g.get("gather_like_ops"),
                            "export_s": g.get("export_s"), "open_s": g.get("open_s")} for k, g in graphs.items()},

@@ -51,7 +51,7 @@ def main():
            "seq_len": a.seq_len, "runs": {}, "compare": {}}
     names = a.runs.split(",")
     for name in names:
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
         backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
         jitter = 1e-7 if name.endswith("-jitter") else 0.0
         backend = backend.removesuffix("-jitter")

@@ -86,7 +86,7 @@ def main():
            "rounds": a.rounds, "steps_per_round": a.steps_per_round, "corpus": a.corpus, "backends": {}}
     runners = {}
     for name in a.backends.split(","):
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, "fp32")
+        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
         backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
         gc.collect()
         before = rss_mb()
@@ -95,7 +95,7 @@ def main():
         runners[name] = open_step_runner(backend, model, OptimConfig(), batch=a.batch, seq_len=a.seq_len,
                                          gather_free=npu, workdir=work / name, threads=a.threads, precision=precision)
         out["backends"][name] = {"setup_s": round(time.perf_counter() - t0, 1), "rss_added_mb": round(rss_mb() - before, 1),
-                                 "precision": precision, "form": runners[name].info["form"]}
+                                 "precision": runners[name].precision, "form": runners[name].info["form"]}
         ran = {g.get("executes_in") for g in runners[name].info.get("graphs", {}).values()} - {None}
         if ran:  # what the runtime computed in (OpenVINO stays in f32 on a CPU without bf16)
             out["backends"][name]["executes_in"] = sorted(ran)

@@ -34,6 +34,9 @@ def test_doctor_json():
     info = json.loads(res.stdout)
     assert info["runtimes"]["onnxruntime"]["available"]
     assert not info["runtimes"]["rbln"]["available"] and "pip install" in info["runtimes"]["rbln"]["reason"]
+    # what each runtime trains in, its own first (qnn's HTP: fp16 with loss scaling); none for those that cannot
+    tp = {n: r["train_precisions"] for n, r in info["runtimes"].items()}
+    assert tp["openvino"] == ["fp32", "bf16"] and tp["qnn"] == ["fp16"] and tp["rbln"] == []
 
 
 def test_unknown_backend(tmp_path):

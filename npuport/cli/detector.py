@@ -41,9 +41,10 @@ def register(sub) -> None:
                                                          "to --max-len)")
     a.add_argument("--gather-free", action="store_true",
                    help="embedding lookup as a one-hot MatMul inside the graph (NPUs without Gather)")
-    a.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+    a.add_argument("--precision", choices=("fp32", "bf16", "fp16"),
                    help="bf16: mixed precision (bf16 gradient graphs, fp32 weights and AdamW) on runtimes that offer "
-                        "it: eager, openvino (`lm train --precision` says more). Default fp32")
+                        "it: eager, openvino (`lm train --precision` says more). Default: the runtime's own (fp32; qnn: "
+                        "fp16)")
     a.add_argument("--threads", type=positive_int, help="runtime threads (default: all cores)")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")

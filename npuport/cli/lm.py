@@ -38,9 +38,10 @@ def register(sub) -> None:
     t.add_argument("--npu-friendly", action="store_true",
                    help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
-    t.add_argument("--precision", default="fp32", choices=PRECISIONS,
+    t.add_argument("--precision", choices=PRECISIONS,
                    help="bf16: mixed precision (the gradient graph in bf16, fp32 master weights and AdamW; split form); "
-                   "runtimes: eager (autocast), openvino (fast where the CPU has AVX512-BF16 or AMX). Default fp32")
+                   "runtimes: eager (autocast), openvino (fast where the CPU has AVX512-BF16 or AMX). Default: the "
+                   "runtime's own (fp32; qnn: fp16 with loss scaling; `npuport doctor` lists them)")
     t.add_argument("--threads", type=positive_int, help="runtime threads (default: torch's)")
     t.add_argument("--keep-checkpoints", type=positive_int, default=3,
                    help="keep the last K checkpoints, delete older ones (default 3)")

@@ -57,7 +57,7 @@ class TrainConfig:
     backend: str | None = None
     buckets: tuple[int, ...] | None = None  # static training shapes (default 32/64/128/256 up to max_len)
     gather_free: bool = False  # the embedding lookup as a one-hot MatMul in the graph (NPUs without Gather)
-    precision: str = "fp32"  # bf16: mixed precision on --backend (bf16 gradient graphs; fp32 weights and AdamW)
+    precision: str | None = None  # on --backend: None = the runtime's own; bf16 = mixed precision (fp32 weights, AdamW)
     threads: int | None = None
 
     def __post_init__(self):
@@ -74,7 +74,7 @@ class TrainConfig:
             raise ConfigError(f"--train-top-layers must be >= 0, got {self.train_top_layers}")
         if self.head_lr is not None and not (0 < self.head_lr < 1):
             raise ConfigError(f"--head-lr {self.head_lr} is out of range (0, 1)")
-        if self.backend is None and (self.buckets or self.gather_free or self.precision != "fp32"):
+        if self.backend is None and (self.buckets or self.gather_free or self.precision not in (None, "fp32")):
             raise ConfigError("--buckets, --gather-free and --precision shape the captured step: they need --backend")
         if self.backend is not None:
             from ..train.runner import training_runtimes
@@ -85,7 +85,7 @@ class TrainConfig:
             from ..runtimes import get_runtime
             from .static_train import train_buckets
 
-            get_runtime(self.backend).check_train_precision(self.precision)
+            object.__setattr__(self, "precision", get_runtime(self.backend).check_train_precision(self.precision))
             train_buckets(self.max_len, self.buckets)  # validated now, before anything is written
 
 
@@ -142,10 +142,19 @@ def _file_sha256(path: str | None) -> str | None:
     return h.hexdigest()
 
 
+def _own(cfg: TrainConfig) -> str | None:
+    """The precision a run gets when none is asked for: left out of its identity, as runs before the flag had it."""
+    if cfg.backend is None:
+        return None
+    from ..runtimes import get_runtime
+
+    return get_runtime(cfg.backend).train_precisions[0]
+
+
 def _identity(cfg: TrainConfig) -> dict:
     """What a resume must match: the config and the *content* of the data files (not just their paths)."""
-    ident = {**{k: v for k, v in asdict(cfg).items() if k != "resume" and not (k == "precision" and v == "fp32")},
-             "data_sha256": _file_sha256(cfg.data), "val_sha256": _file_sha256(cfg.val)}  # fp32: as runs before it
+    ident = {**{k: v for k, v in asdict(cfg).items() if k != "resume" and not (k == "precision" and v == _own(cfg))},
+             "data_sha256": _file_sha256(cfg.data), "val_sha256": _file_sha256(cfg.val)}
     return json.loads(json.dumps(ident))  # as train_config.json holds it (tuples become lists)
 
 

@@ -100,7 +100,8 @@ class Runtime:
     default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
-    # `lm train --precision`: bf16 = mixed precision (bf16 gradient graph, fp32 master weights and AdamW)
+    # `lm train --precision`, the first is the default: fp32; bf16 = mixed precision (bf16 gradient graph, fp32 master
+    # weights and AdamW); fp16 = the same with loss scaling (qnn's HTP)
     train_precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
     measures_sensitivity: ClassVar[bool] = False
@@ -148,7 +149,8 @@ class Runtime:
 
     def capabilities(self) -> dict:
         return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,
-                "runs_graphs": self.runs_graphs, "trains": self.trains}
+                "runs_graphs": self.runs_graphs, "trains": self.trains,
+                "train_precisions": list(self.train_precisions) if self.trains else []}
 
     def check(self, spec: CompileSpec) -> None:
         if not self.ports:
@@ -192,19 +194,24 @@ class Runtime:
         return self.executor_class(graph, threads, device)
 
     # -- training
-    def check_train_precision(self, precision: str) -> None:
+    def check_train_precision(self, precision: str | None) -> str:
+        """The precision a training run uses here: the one asked for if this runtime trains in it, else an error
+        naming the runtimes that do; None = this runtime's own (the first of train_precisions)."""
+        if precision is None:
+            return self.train_precisions[0]
         if precision not in self.train_precisions:
             from .registry import runtime_names, get_runtime
 
             can = [n for n in runtime_names(trains=True) if precision in get_runtime(n).train_precisions]
             raise ConfigError(f"runtime {self.name!r} trains in {', '.join(self.train_precisions)}, not {precision}; "
                               f"runtimes that train in {precision}: {', '.join(can) or '(none)'}")
+        return precision
 
     def step_runner(self, model, opt, **kw):
         """The training-step runner for this runtime: by default the step graph(s) run through open_graph."""
         if not self.trains:
             raise ConfigError(f"runtime {self.name!r} cannot run a training step")
-        self.check_train_precision(kw.get("precision", "fp32"))
+        kw["precision"] = self.check_train_precision(kw.get("precision"))
         self.require()
         from ..train.runner import GraphRunner
 

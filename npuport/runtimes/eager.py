@@ -50,7 +50,7 @@ class EagerRuntime(Runtime):
     train_precisions = ("fp32", "bf16")
 
     def step_runner(self, model, opt, **kw):
-        self.check_train_precision(kw.get("precision", "fp32"))
+        kw["precision"] = self.check_train_precision(kw.get("precision"))
         from ..train.runner import EagerRunner
 
         return EagerRunner(model, opt, device="cpu", **kw)
@@ -71,6 +71,6 @@ class EagerCudaRuntime(EagerRuntime):
     def step_runner(self, model, opt, **kw):
         from ..train.runner import EagerRunner
 
-        self.check_train_precision(kw.get("precision", "fp32"))
+        kw["precision"] = self.check_train_precision(kw.get("precision"))
         self.require()
         return EagerRunner(model, opt, device="cuda", **kw)

@@ -97,6 +97,7 @@ class QnnRuntime(Runtime):
     devices = ("htp",)
     runs_graphs = False
     trains = True  # mixed precision: fp16 gradient graph on the HTP, fp32 AdamW on the host (train/mixed.py)
+    train_precisions = ("fp16",)
     session_class = QnnSession
 
     @property
@@ -134,7 +135,7 @@ class QnnRuntime(Runtime):
 
     def step_runner(self, model, opt, **kw):
         """Training: the fp16 gradient graph (scaled loss) on the HTP, the AdamW update in fp32 on the host."""
-        self.check_train_precision(kw.get("precision", "fp32"))  # fp32 = this runtime's own fp16 mixed precision
+        kw["precision"] = self.check_train_precision(kw.get("precision"))
         self.require()
         from ..train.mixed import MixedPrecisionRunner
 

@@ -54,7 +54,8 @@ class TrainConfig:
     ckpt_every: int = 100
     npu_friendly: bool = False  # gather-free graph: one-hot embedding and loss, RoPE rotation as a matmul
     form: str = "fused"
-    precision: str = "fp32"  # bf16: mixed precision (bf16 gradient graph; fp32 master weights and AdamW)
+    # None: the runtime's own (fp32; qnn: fp16). bf16: mixed precision (bf16 gradient graph; fp32 master weights, AdamW)
+    precision: str | None = None
     val_fraction: float = 0.1
     optim: OptimConfig = field(default_factory=OptimConfig)
     threads: int | None = None  # runtime threads; not part of a run's identity
@@ -76,7 +77,7 @@ class TrainConfig:
             raise ConfigError(f"--backend {self.backend!r} cannot train; runtimes that can: {', '.join(known)}")
         from ..runtimes import get_runtime
 
-        get_runtime(self.backend).check_train_precision(self.precision)
+        object.__setattr__(self, "precision", get_runtime(self.backend).check_train_precision(self.precision))
 
     def identity(self) -> dict:
         """What must match to resume or to compare runs step for step (threads and backend may differ)."""

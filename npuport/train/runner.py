@@ -33,8 +33,8 @@ from .step import FORMS, OptimConfig, StepFunctions, eager_optimizer
 
 # fp32: every op in fp32. bf16: mixed precision as GPUs train (and as an NPU that computes in 16 bits must):
 # forward and backward in bf16, the gradients returned in fp32, master weights, Adam moments and the update in fp32.
-# bf16 keeps fp32's exponent range, so unlike fp16 it needs no loss scaling.
-PRECISIONS = ("fp32", "bf16")
+# bf16 keeps fp32's exponent range, so unlike fp16 (qnn's HTP: train/mixed.py) it needs no loss scaling.
+PRECISIONS = ("fp32", "bf16", "fp16")
 
 
 def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> "StepRunner":
