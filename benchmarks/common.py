@@ -47,3 +47,13 @@ def save_plot(fig, ax, name: str, xlabel: str, ylabel: str, title: str) -> str:
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / f"{name}.png", dpi=100)
     return f"results/{name}.png"
+
+
+def run_name(name: str) -> tuple[str, str | None, bool, bool]:
+    """A benchmark's run name -> (runtime, training precision, gather-free graph, jittered init). Suffixes, in this
+    order: NAME-npu (the gather-free graph), NAME-jitter (init perturbed by one ulp), NAME-bf16 (mixed precision);
+    no -bf16 = the runtime's own precision (None)."""
+    backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
+    backend, jitter = (backend[:-7], True) if backend.endswith("-jitter") else (backend, False)
+    backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
+    return backend, precision, npu, jitter

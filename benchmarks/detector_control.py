@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import meta, save_plot, write_result
+from common import meta, run_name, save_plot, write_result
 
 
 def main():
@@ -71,7 +71,7 @@ def main():
     for name in names:
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
+        backend, precision, _, _ = run_name(name)
         cfg = TrainConfig(data=str(root / "train_subset.jsonl"), val=str(data / "val.jsonl"), out=str(run), init=str(init),
                           epochs=a.epochs, lr=5e-5, head_lr=1e-3, batch=a.batch, max_len=a.max_len, patience=a.epochs,
                           train_top_layers=a.top_layers, context_noise=0.15, backend=backend, buckets=buckets,

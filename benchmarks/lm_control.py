@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import HERE, meta, save_plot, write_result
+from common import HERE, meta, run_name, save_plot, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
 
@@ -51,10 +51,8 @@ def main():
            "seq_len": a.seq_len, "runs": {}, "compare": {}}
     names = a.runs.split(",")
     for name in names:
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
-        backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
-        jitter = 1e-7 if name.endswith("-jitter") else 0.0
-        backend = backend.removesuffix("-jitter")
+        backend, precision, npu, jittered = run_name(name)
+        jitter = 1e-7 if jittered else 0.0
         cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch, lr=a.lr,
                           seq_len=a.seq_len, npu_friendly=npu, eval_every=a.eval_every, ckpt_every=a.steps, init_jitter=jitter,
                           precision=precision)

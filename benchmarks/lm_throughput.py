@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import HERE, meta, write_result
+from common import HERE, meta, run_name, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
 
@@ -86,8 +86,7 @@ def main():
            "rounds": a.rounds, "steps_per_round": a.steps_per_round, "corpus": a.corpus, "backends": {}}
     runners = {}
     for name in a.backends.split(","):
-        backend, precision = (name[:-5], "bf16") if name.endswith("-bf16") else (name, None)
-        backend, npu = (backend[:-4], True) if backend.endswith("-npu") else (backend, False)
+        backend, precision, npu, _ = run_name(name)
         gc.collect()
         before = rss_mb()
         t0 = time.perf_counter()

@@ -8,16 +8,41 @@ from .common import add_runtime_flag, positive_int
 
 
 def register(sub) -> None:
-    from ..models.lm import PRESETS as LM_PRESETS
     from ..train.compare import sample_backends
-    from ..train.runner import PRECISIONS, training_runtimes
-    from ..train.step import FORMS
 
     lm = sub.add_parser("lm", help="train a char-level decoder LM on static-graph runtimes; compare, eval, sample",
                         description="Training on inference-only runtimes: the whole step (forward, backward, clipping, "
                         "AdamW) is one standard-ONNX graph. Train on eager for the control run, compare the two.")
     lsub = lm.add_subparsers(dest="lm_command", metavar="SUBCOMMAND")
     lsub.required = True
+    _add_train(lsub)
+    c = lsub.add_parser("compare", help="loss-curve Pearson, max/mean |Δloss|, final |Δparam|, tokens/s ratio")
+    c.add_argument("run_a", help="reference run (usually eager)")
+    c.add_argument("run_b")
+    c.add_argument("--json", metavar="PATH", help="write the figures to this JSON file")
+    c.add_argument("--plot", help="write both loss curves and |Δloss| to this PNG")
+    e = lsub.add_parser("eval", help="validation loss and bits per character of a run on a corpus")
+    e.add_argument("run")
+    e.add_argument("--corpus", required=True)
+    e.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
+    e.add_argument("--json", metavar="PATH")
+    sm = lsub.add_parser("sample", help="generate text from a run's last checkpoint")
+    sm.add_argument("run")
+    sm.add_argument("--prompt", default="Once upon a time")
+    sm.add_argument("--tokens", type=positive_int, default=300)
+    sm.add_argument("--temperature", type=float, default=0.8)
+    sm.add_argument("--top-k", type=positive_int)
+    sm.add_argument("--seed", type=int, default=0)
+    add_runtime_flag(sm, multiple=False, default="eager", choices=sample_backends(),
+                     help="eager, or a runtime that runs the [1, seq_len] forward graph")
+    lm.set_defaults(func=run)
+
+
+def _add_train(lsub) -> None:
+    from ..models.lm import PRESETS as LM_PRESETS
+    from ..train.runner import PRECISIONS, training_runtimes
+    from ..train.step import FORMS
+
     t = lsub.add_parser("train", help="train from scratch (or --resume) on a backend; writes a run directory",
                         epilog="Example: npuport lm train --demo-corpus --preset small --backend onnxruntime -o runs/ort")
     src = t.add_mutually_exclusive_group(required=True)
@@ -55,27 +80,6 @@ def register(sub) -> None:
     dp.add_argument("--outer-momentum", type=float, default=0.9)
     dp.add_argument("--max-restarts", type=int, default=3, help="group restarts after a lost worker")
     t.add_argument("-o", "--out", required=True, help="run directory (new or empty, or an existing run with --resume)")
-    c = lsub.add_parser("compare", help="loss-curve Pearson, max/mean |Δloss|, final |Δparam|, tokens/s ratio")
-    c.add_argument("run_a", help="reference run (usually eager)")
-    c.add_argument("run_b")
-    c.add_argument("--json", metavar="PATH", help="write the figures to this JSON file")
-    c.add_argument("--plot", help="write both loss curves and |Δloss| to this PNG")
-    e = lsub.add_parser("eval", help="validation loss and bits per character of a run on a corpus")
-    e.add_argument("run")
-    e.add_argument("--corpus", required=True)
-    e.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
-    e.add_argument("--json", metavar="PATH")
-    sm = lsub.add_parser("sample", help="generate text from a run's last checkpoint")
-    sm.add_argument("run")
-    sm.add_argument("--prompt", default="Once upon a time")
-    sm.add_argument("--tokens", type=positive_int, default=300)
-    sm.add_argument("--temperature", type=float, default=0.8)
-    sm.add_argument("--top-k", type=positive_int)
-    sm.add_argument("--seed", type=int, default=0)
-    add_runtime_flag(sm, multiple=False, default="eager", choices=sample_backends(),
-                     help="eager, or a runtime that runs the [1, seq_len] forward graph")
-    lm.set_defaults(func=run)
-
 
 def run(args) -> int:
     from .. import api
