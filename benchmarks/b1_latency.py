@@ -38,9 +38,9 @@ def main():
     runtimes = tuple(args.runtimes.split(",")) if args.runtimes else (
         "onnxruntime", "openvino", "inductor", *(("iree",) if get_runtime("iree").available()[0] else ()))
     try:
-        fp32 = port(PortConfig(source=src, out=f"{tmp}/art", backends=runtimes, shapes=shapes,
+        fp32 = port(PortConfig(source=src, out=f"{tmp}/art", runtimes=runtimes, shapes=shapes,
                                capture_methods=("trace",), bench_runs=1), prog)
-        int8 = port(PortConfig(source=src, out=f"{tmp}/int8", backends=("onnxruntime",), shapes=shapes, precision="int8",
+        int8 = port(PortConfig(source=src, out=f"{tmp}/int8", runtimes=("onnxruntime",), shapes=shapes, precision="int8",
                                capture_methods=(), bench_runs=1, quant=DYNAMIC), prog)
         shutil.move(f"{tmp}/int8/onnxruntime-int8", f"{tmp}/art/onnxruntime-int8")
         vs = ("eager",) if args.no_compile else ("eager", "torch.compile")

@@ -152,7 +152,7 @@ def main():
 
     art = tempfile.mkdtemp(prefix="npuport-peers-")
     try:
-        common = dict(source=ModelSource(preset="mmbert-base", random_init=True), backends=("onnxruntime", "openvino"),
+        common = dict(source=ModelSource(preset="mmbert-base", random_init=True), runtimes=("onnxruntime", "openvino"),
                       shapes=ShapeSpec(buckets=(512,)), bench_runs=1)
         port(PortConfig(out=f"{art}/out", capture_methods=(), **common))
         rep = port(PortConfig(out=f"{art}/out/banded", attention="banded", capture_methods=("onnx",), **common))

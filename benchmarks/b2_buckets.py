@@ -20,7 +20,7 @@ from npuport.runtimes import ShapeSpec
 from npuport.bench import summarize
 from npuport.router import BucketRouter
 from npuport.ui import Progress
-from npuport.verify import softmax_dev
+from npuport.parity import softmax_dev
 
 BUCKETS = (64, 128, 256, 512)
 
@@ -57,7 +57,7 @@ def main():
     t0 = time.perf_counter()
     try:
         rep = port(PortConfig(source=ModelSource(preset=args.preset, random_init=True), out=f"{tmp}/art",
-                              backends=tuple(args.backends.split(",")), shapes=ShapeSpec(buckets=BUCKETS),
+                              runtimes=tuple(args.backends.split(",")), shapes=ShapeSpec(buckets=BUCKETS),
                               capture_methods=("trace",), bench_runs=1), prog)
         g = np.random.default_rng(1)
         rows = [np.concatenate([[2], g.integers(10, 256000, n - 2), [1]]).astype(np.int64) for n in lengths]

@@ -33,7 +33,7 @@ def main():
     try:
         for prec, backends in PLAN.items():
             names = tuple(b for b in backends if prec in get_runtime(b).precisions("cpu"))
-            rep = port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/{prec}", backends=names,
+            rep = port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/{prec}", runtimes=names,
                                   shapes=ShapeSpec(buckets=(32, 64, 128)), precision=prec, eval_data=str(root / "data" / "test.jsonl"),
                                   capture_methods=(), bench_runs=10, quant=DYNAMIC), prog)
             for b, v in rep["backends"].items():

@@ -46,7 +46,8 @@ def main():
     from npuport.detector.data import encode, load_examples
     from npuport.detector.generate import write_dataset
     from npuport.detector.metrics import classification_metrics
-    from npuport.detector.train import TrainConfig, predict_probs, train
+    from npuport.detector.config import DetectorTrainConfig
+    from npuport.detector.train import predict_probs, train
     from npuport.models.detector import load_detector, load_tokenizer
     from npuport.models.pretrained import pretrained_dir
 
@@ -72,9 +73,9 @@ def main():
         run = root / name
         shutil.rmtree(run, ignore_errors=True)
         backend, precision, _, _ = run_name(name)
-        cfg = TrainConfig(data=str(root / "train_subset.jsonl"), val=str(data / "val.jsonl"), out=str(run), init=str(init),
+        cfg = DetectorTrainConfig(data=str(root / "train_subset.jsonl"), val=str(data / "val.jsonl"), out=str(run), init=str(init),
                           epochs=a.epochs, lr=5e-5, head_lr=1e-3, batch=a.batch, max_len=a.max_len, patience=a.epochs,
-                          train_top_layers=a.top_layers, context_noise=0.15, backend=backend, buckets=buckets,
+                          train_top_layers=a.top_layers, context_noise=0.15, runtime=backend, buckets=buckets,
                           precision=precision)
         t0 = time.perf_counter()
         s = train(cfg, progress=print)

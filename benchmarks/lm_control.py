@@ -43,7 +43,7 @@ def main():
     import matplotlib.pyplot as plt
 
     from npuport import api
-    from npuport.train.loop import TrainConfig, read_metrics
+    from npuport.train.loop import LMTrainConfig, read_metrics
 
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="npuport-lm-control-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -53,7 +53,7 @@ def main():
     for name in names:
         backend, precision, npu, jittered = run_name(name)
         jitter = 1e-7 if jittered else 0.0
-        cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=backend, steps=a.steps, batch=a.batch, lr=a.lr,
+        cfg = LMTrainConfig(corpus=a.corpus, preset=a.preset, runtime=backend, steps=a.steps, batch=a.batch, lr=a.lr,
                           seq_len=a.seq_len, npu_friendly=npu, eval_every=a.eval_every, ckpt_every=a.steps, init_jitter=jitter,
                           precision=precision)
         run = root / name

@@ -45,11 +45,11 @@ def main():
     import matplotlib.pyplot as plt
 
     from npuport.train.distributed import DistConfig, launch
-    from npuport.train.loop import TrainConfig, read_metrics
+    from npuport.train.loop import LMTrainConfig, read_metrics
 
     root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="npuport-lm-dist-"))
     root.mkdir(parents=True, exist_ok=True)
-    cfg = TrainConfig(corpus=a.corpus, preset=a.preset, backend=a.backend, steps=a.steps, batch=16, seq_len=128,
+    cfg = LMTrainConfig(corpus=a.corpus, preset=a.preset, runtime=a.backend, steps=a.steps, batch=16, seq_len=128,
                       eval_every=50, ckpt_every=50)
     out = {**meta("lm_distributed.py"), "corpus": a.corpus, "preset": a.preset, "backend": a.backend, "steps": a.steps,
            "global_batch": cfg.batch, "seq_len": cfg.seq_len, "tokens_total": a.steps * cfg.batch * cfg.seq_len,

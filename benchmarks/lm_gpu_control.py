@@ -29,7 +29,7 @@ def main():
     import torch
 
     from npuport import api
-    from npuport.train.loop import TrainConfig
+    from npuport.train.loop import LMTrainConfig
 
     threads = os.cpu_count()
     parts = {"small": dict(preset="small", steps=500, batch=16, seq_len=128, lr=1e-3, warmup=50),
@@ -43,7 +43,7 @@ def main():
         for backend in ("eager-cuda", "onnxruntime"):
             run = root / part / backend
             shutil.rmtree(run, ignore_errors=True)
-            cfg = TrainConfig(corpus=a.corpus, backend=backend, eval_every=50, ckpt_every=p["steps"], threads=threads, **p)
+            cfg = LMTrainConfig(corpus=a.corpus, runtime=backend, eval_every=50, ckpt_every=p["steps"], threads=threads, **p)
             t0 = time.perf_counter()
             r = api.lm_train(cfg, run, progress=True)
             res["runs"][backend] = {"final_loss": r.final_loss, "val_loss": r.val_loss, "tokens_per_s": r.tokens_per_s,

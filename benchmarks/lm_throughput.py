@@ -71,12 +71,12 @@ def main():
     from npuport.models.lm import build_lm, count_parameters, preset_config
     from npuport.machine import peak_rss_mb
     from npuport.runtimes.onnxruntime import op_profile
-    from npuport.train.runner import open_step_runner
-    from npuport.train.loop import TrainConfig, load_corpus
+    from npuport.train.select import open_step_runner
+    from npuport.train.loop import LMTrainConfig, load_corpus
     from npuport.train.step import OptimConfig
 
     torch.set_num_threads(a.threads)
-    corpus = load_corpus(TrainConfig(corpus=a.corpus, seq_len=a.seq_len, batch=a.batch))
+    corpus = load_corpus(LMTrainConfig(corpus=a.corpus, seq_len=a.seq_len, batch=a.batch))
     from npuport.train.data import Batches
 
     batches = Batches(corpus.train, a.batch, a.seq_len, seed=0)

@@ -73,7 +73,7 @@ def decisions(root, tmp, prog) -> dict:
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
         t0 = time.perf_counter()
-        rep = port(PortConfig(out=f"{tmp}/dec{i}", backends=(backend,), quant=q, **common), prog)
+        rep = port(PortConfig(out=f"{tmp}/dec{i}", runtimes=(backend,), quant=q, **common), prog)
         r = rep["backends"][backend]["int8"]
         quant = r.get("quant", {})
         row = {"runtime": backend, "quant": q.options(), "gate_rows": r["parity"]["data"]["n"],
@@ -96,12 +96,12 @@ def decisions(root, tmp, prog) -> dict:
 def speed(tmp, runs: int, prog) -> dict:
     src, shapes = ModelSource(preset="mmbert-base", random_init=True), ShapeSpec(buckets=(512,))
     art = f"{tmp}/speed"
-    port(PortConfig(source=src, out=art, backends=("onnxruntime", "openvino"), shapes=shapes, capture_methods=(),
+    port(PortConfig(source=src, out=art, runtimes=("onnxruntime", "openvino"), shapes=shapes, capture_methods=(),
                     bench_runs=1), prog)
-    port(PortConfig(source=src, out=f"{tmp}/speed8", backends=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speed8", runtimes=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**NONE)), prog)
     # the graph of the --keep-fp32 ffn_out variants (bench labels it *-int8-keep-ffn_out)
-    port(PortConfig(source=src, out=f"{tmp}/speed8f", backends=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speed8f", runtimes=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=FFN, **MEASURE)),
          prog)
     for d in ("onnxruntime-int8", "openvino-int8"):
@@ -109,9 +109,9 @@ def speed(tmp, runs: int, prog) -> dict:
         shutil.move(f"{tmp}/speed8f/{d}", f"{art}/{d}-keep-ffn_out")
     # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
     # labels them *-banded
-    port(PortConfig(source=src, out=f"{tmp}/speedb", backends=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speedb", runtimes=("onnxruntime", "openvino"), shapes=shapes,
                     capture_methods=(), bench_runs=1, attention="banded"), prog)
-    port(PortConfig(source=src, out=f"{tmp}/speedb8", backends=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speedb8", runtimes=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**NONE)),
          prog)
     for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8", "speedb8/openvino-int8"):
@@ -124,7 +124,7 @@ def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
     from npuport.router import BucketRouter
     from npuport.runtimes.base import feeds_of
 
-    port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/ovh", backends=("onnxruntime",),
+    port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/ovh", runtimes=("onnxruntime",),
                     shapes=ShapeSpec(buckets=(32, 64, 128)), capture_methods=(), bench_runs=1), prog)
     manifest, session = load_session(f"{tmp}/ovh/onnxruntime-fp32")
     router = BucketRouter(session.shapes, manifest.pad_token_id)

@@ -27,7 +27,7 @@ def main():
     t0 = time.perf_counter()
     try:
         report = port(PortConfig(source=ModelSource(preset=args.preset, random_init=True), out=out + "/out",
-                                 backends=tuple(args.backends.split(",")), shapes=ShapeSpec(buckets=(args.seq_len,)),
+                                 runtimes=tuple(args.backends.split(",")), shapes=ShapeSpec(buckets=(args.seq_len,)),
                                  overwrite=True), Progress())
     finally:
         if not args.keep:

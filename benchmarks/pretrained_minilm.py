@@ -63,7 +63,7 @@ def main():
             for prec, names in [("fp32", fp32), *LOWER.items()]:
                 names = tuple(n for n in names if prec in get_runtime(n).precisions("cpu") and get_runtime(n).available()[0])
                 rep = port(PortConfig(source=ModelSource(model_dir=str(path), new_head=new_head), out=str(tmp / f"{name}-{prec}"),
-                                      backends=names, shapes=ShapeSpec(buckets=(32, 64, 128)), precision=prec,
+                                      runtimes=names, shapes=ShapeSpec(buckets=(32, 64, 128)), precision=prec,
                                       eval_data=str(data), capture_methods=("export",) if prec == "fp32" else (),
                                       bench_runs=10, quant=DYNAMIC), prog)
                 for b, v in rep["backends"].items():

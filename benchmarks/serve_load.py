@@ -126,7 +126,7 @@ def main():
         free = s.getsockname()[1]
     server = None
     try:
-        port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/art", backends=("onnxruntime",),
+        port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/art", runtimes=("onnxruntime",),
                         shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)), capture_methods=("trace",), bench_runs=1), prog)
         # Raw session latency of the same rows: what the server adds on top is HTTP, JSON, tokenizing and batching.
         from npuport.serve.engine import Engine

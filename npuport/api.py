@@ -3,75 +3,26 @@
 from __future__ import annotations
 
 import gc
-import json
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 
 from . import __version__, porting
 from .artifact import check_files, find_artifacts, load_session, read_manifest
-from .errors import ArtifactError, BackendUnavailable, ConfigError
+from .errors import BackendUnavailable, ConfigError
 from .fsio import staged_output, write_json_atomic
 from .machine import machine, versions
 from .manifest import Manifest
-from .runtimes import get_runtime, runtime_names
-from .spec import QuantOptions, ShapeSpec
-from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer, state_fingerprint
+from .runtimes import REFERENCE, get_runtime, runtime_names
+from .models.detector import load_tokenizer, state_fingerprint
 from .router import BucketRouter
-from .static.banded import ATTENTION_FORMS
-from .static.capture import CAPTURE_METHODS
-from .ui import silent
+from .config import DEFAULT_PORT_RUNTIMES, BenchConfig, ModelSource, PortConfig, VerifyConfig  # noqa: F401 - the API
+from .ui import ProgressFn as Progress, silent
 from .verify import data_parity, eager_logits, judge_by, probe_parity
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
 
-Progress = Callable[[str], None]
-DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # from the registry's flags, not a second list
-
-
-# -- model sources ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModelSource:
-    model_dir: str | None = None
-    preset: str | None = None
-    random_init: bool = False
-    seed: int = 0
-    new_head: bool = False  # a plain backbone directory: start a random detector head (never silently)
-
-    def __post_init__(self):
-        if (self.model_dir is None) == (self.preset is None):
-            raise ConfigError("give exactly one of MODEL_DIR or --preset NAME")
-        if self.preset is not None:
-            PRESETS.get(self.preset)  # raises, listing the known presets
-            if not self.random_init:
-                raise ConfigError(
-                    f"preset {self.preset!r} has no weights here (nothing is downloaded); add --random-init to build "
-                    "it from its published config, or give a local model directory"
-                )
-
-    def load(self) -> Detector:
-        if self.preset is not None:
-            return build_preset(self.preset, seed=self.seed)
-        return load_detector(self.model_dir, new_head=self.new_head)
-
-    def describe(self, model: Detector, fingerprint: str) -> dict:
-        base = {"model_type": model.model_type, "sha256": fingerprint,
-                "parameters": sum(p.numel() for p in model.parameters())}
-        if self.preset is not None:
-            return {"kind": "preset", "preset": self.preset, "random_init": True, "seed": self.seed, **base}
-        head = {"new_head": True} if self.new_head else {}
-        return {"kind": "dir", "path": str(Path(self.model_dir).resolve()), **head, **base}
-
-    @classmethod
-    def from_manifest(cls, source: dict) -> "ModelSource":
-        if source.get("kind") == "preset":
-            return cls(preset=source["preset"], random_init=True, seed=source.get("seed", 0))
-        return cls(model_dir=source["path"], new_head=bool(source.get("new_head")))
 
 
 # -- doctor ----------------------------------------------------------------------------------------------------
@@ -100,37 +51,6 @@ def doctor() -> dict:
 # -- port ------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class PortConfig:
-    source: ModelSource
-    out: str
-    backends: tuple[str, ...] = DEFAULT_PORT_RUNTIMES
-    shapes: ShapeSpec = field(default_factory=ShapeSpec)
-    precision: str | None = None  # None: each runtime's default (fp32 where it has it; qnn: fp16)
-    device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
-    eval_data: str | None = None
-    calibration_data: str | None = None  # rows that calibrate static int8 / int16 (default: the eval data)
-    quant: QuantOptions = field(default_factory=QuantOptions)  # integer precisions: how, and the bar they must clear
-    capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
-    attention: str = "dense"  # or "banded": sliding-window layers compute only their band (static/banded.py)
-    bench_runs: int = 5
-    overwrite: bool = False
-
-    def __post_init__(self):
-        if not self.backends:
-            raise ConfigError("--backend needs at least one backend name")
-        if self.attention not in ATTENTION_FORMS:
-            raise ConfigError(f"--attention {self.attention!r}: choose one of {', '.join(ATTENTION_FORMS)}")
-        known = runtime_names(ports=True)
-        for b in self.backends:
-            if b not in known:
-                raise ConfigError(f"unknown runtime {b!r} for port; known: {', '.join(known)}")
-        for m in self.capture_methods:
-            CAPTURE_METHODS.get(m)
-        if self.bench_runs < 1:
-            raise ConfigError(f"bench runs {self.bench_runs} must be >= 1")
-
-
 def port(cfg: PortConfig, progress: Progress = silent) -> dict:
     """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report."""
     t_start = time.perf_counter()
@@ -144,7 +64,7 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
                   "head": inputs.model.spec.to_json(), "shapes": cfg.shapes.to_json(),
                   "precision": cfg.precision or "each runtime's default", "capture": proof, "backends": {},
                   "machine": machine()}
-        for name in cfg.backends:
+        for name in cfg.runtimes:
             report["backends"][name] = porting.port_one(name, captured, inputs, proof, ref, stage, cfg, progress)
         captured.release()
         shutil.rmtree(stage / ".capture", ignore_errors=True)
@@ -152,13 +72,6 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
 
 
 # -- verify ----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class VerifyConfig:
-    path: str
-    eval_data: str | None = None
-    public_key: str | None = None  # also require a valid signature (npuport sign) under this key
 
 
 def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
@@ -217,42 +130,11 @@ def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Pro
     return rows, eager_logits(model, rows)
 
 
-def load_report(path: str) -> dict:
-    p = Path(path) / "report.json"
-    if not p.is_file():
-        raise ArtifactError(f"{p} is missing")
-    return json.loads(p.read_text())
-
-
-__all__ = ["ModelSource", "PortConfig", "VerifyConfig", "doctor", "port", "verify", "read_manifest", "BackendUnavailable"]
+__all__ = ["DEFAULT_PORT_RUNTIMES", "BenchConfig", "ModelSource", "PortConfig", "VerifyConfig", "BackendUnavailable", "bench",
+           "doctor", "port", "read_manifest", "verify"]
 
 
 # -- bench -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchConfig:
-    artifact_dir: str | None = None  # a `port` output or artifact directory ...
-    source: ModelSource | None = None  # ... or a model to port first
-    backends: tuple[str, ...] | None = None
-    vs: tuple[str, ...] = ("eager",)
-    shapes: ShapeSpec = field(default_factory=ShapeSpec)
-    precision: str = "fp32"
-    runs: int = 20
-    warmup: int = 2
-    json_out: str | None = None
-    plot: str | None = None
-
-    def __post_init__(self):
-        from .latency import COMPARISONS
-
-        if (self.artifact_dir is None) == (self.source is None):
-            raise ConfigError("give exactly one of ARTIFACT_DIR, MODEL_DIR or --preset NAME --random-init")
-        for v in self.vs:
-            if v not in COMPARISONS:
-                raise ConfigError(f"unknown --vs path {v!r}; known: {', '.join(COMPARISONS)}")
-        if self.runs < 1 or self.warmup < 0:
-            raise ConfigError(f"--runs must be >= 1 and --warmup >= 0 (got {self.runs}, {self.warmup})")
 
 
 def _bench_label(manifest, art: Path, taken) -> str:
@@ -270,7 +152,7 @@ def _open_artifacts(root: Path, cfg: BenchConfig, sessions: dict, progress: Prog
     model, shapes = None, None
     for art in find_artifacts(root):
         manifest = read_manifest(art)
-        if cfg.backends and manifest.runtime.name not in cfg.backends:
+        if cfg.runtimes and manifest.runtime.name not in cfg.runtimes:
             continue
         label = _bench_label(manifest, art, sessions)
         progress(f"loading {art.name} (hash check)")
@@ -281,11 +163,11 @@ def _open_artifacts(root: Path, cfg: BenchConfig, sessions: dict, progress: Prog
             progress("loading the source model")
             model = ModelSource.from_manifest(manifest.source).load()
     if not sessions:
-        raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for backends {cfg.backends}" if cfg.backends else ""))
+        raise ConfigError(f"no artifacts to benchmark under {root}" + (f" for runtimes {cfg.runtimes}" if cfg.runtimes else ""))
     if not shapes:
         each = "; ".join(f"{n}: {', '.join(f'{b}x{t}' for b, t in sorted(s.shapes))}" for n, s in sessions.items())
         raise ConfigError(f"the artifacts under {root} share no compiled shape ({each}); bench them apart, or "
-                          "select some with --backend")
+                          "select some with --runtime")
     return model, shapes
 
 
@@ -329,9 +211,9 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
     sessions: dict = {}
     try:  # from here on, the temporary directory and every opened session are released whatever happens
         if tmp is not None:
-            backends = cfg.backends or DEFAULT_PORT_RUNTIMES
-            progress(f"porting to {', '.join(backends)} first")
-            port(PortConfig(source=cfg.source, out=tmp + "/out", backends=backends, shapes=cfg.shapes,
+            runtimes = cfg.runtimes or DEFAULT_PORT_RUNTIMES
+            progress(f"porting to {', '.join(runtimes)} first")
+            port(PortConfig(source=cfg.source, out=tmp + "/out", runtimes=runtimes, shapes=cfg.shapes,
                             precision=cfg.precision, capture_methods=("trace",), bench_runs=1), progress)
             root = Path(tmp) / "out"
         else:
@@ -343,7 +225,7 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
         head = f"{max(shapes)[0]}x{max(t for _, t in shapes)}"
         head = head if head in per_shape else list(per_shape)[-1]
         results = per_shape[head]
-        ref = "eager" if "eager" in results else None
+        ref = REFERENCE if REFERENCE in results else None
         ratios = {n: results[ref]["p50_ms"] / r["p50_ms"] for n, r in results.items()} if ref else {}
         out = {"headline_shape": head, "results": results, "per_shape": per_shape, "ratios_vs_eager_p50": ratios,
                "best": min(sessions, key=lambda n: results[n]["p50_ms"]), "runs": cfg.runs, "warmup": cfg.warmup,
@@ -363,7 +245,7 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
 # ---------------------------------------------------------------- LM training on static-graph runtimes
 
 def lm_train(cfg, run: str | Path, *, resume: bool = False, progress: bool = True):
-    """Train a char-level decoder LM with the step on `cfg.backend`; returns train.loop.TrainResult."""
+    """Train a char-level decoder LM with the step on `cfg.runtime`; returns train.loop.TrainResult."""
     from .train.loop import train
 
     return train(cfg, run, resume=resume, progress=progress)

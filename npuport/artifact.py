@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from .errors import ArtifactError, IntegrityError
-from .manifest import MANIFEST, Manifest
+from .manifest import MANIFEST, SIGNATURE, Manifest
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
@@ -26,7 +26,6 @@ def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
 def list_files(directory: Path) -> dict[str, str]:
     """Every file below the artifact directory — dot-files and nested manifests included — except the top-level
     manifest and its signature, which describe the others."""
-    from .signing import SIGNATURE
 
     files = {}
     for p in sorted(directory.rglob("*")):

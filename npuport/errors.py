@@ -49,14 +49,5 @@ class IntegrityError(ArtifactError, CheckFailed):
     """An artifact's files, source model or signature do not match its manifest."""
 
 
-class ParityError(CheckFailed):
-    """A compiled artifact disagrees with the eager reference beyond tolerance."""
-
-    def __init__(self, message: str, *, max_diff: float | None = None, atol: float | None = None):
-        super().__init__(message)
-        self.max_diff = max_diff
-        self.atol = atol
-
-
 class DataError(NpuportError):
     """A data file has bad rows; the message lists file:line and the reason for each."""

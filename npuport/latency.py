@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from .artifact import find_artifacts, load_session
-from .runtimes.base import feeds_of
+from .runtimes import REFERENCE, feeds_of
 from .bench import summarize
 from .router import BucketRouter
-from .verify import softmax_dev
+from .parity import softmax_dev
 
 Runner = Callable[[dict], np.ndarray]
 
@@ -54,7 +54,7 @@ def compiled_runner(model) -> Runner:
     return run
 
 
-COMPARISONS = {"eager": eager_runner, "torch.compile": compiled_runner}
+COMPARISONS = {REFERENCE: eager_runner, "torch.compile": compiled_runner}
 
 
 def random_feeds(model, batch: int, seq: int, seed: int = 0) -> dict:
@@ -83,7 +83,7 @@ def bench_artifacts(artifacts_root: Path, model_dir: Path, data: Path, runs: int
         manifest, sess = load_session(art)
         sessions[manifest.runtime.name] = sess
         shapes = sess.shapes
-    runners: dict[str, Runner] = {"eager": eager_runner(model)}
+    runners: dict[str, Runner] = {REFERENCE: eager_runner(model)}
     runners.update({n: s.run for n, s in sessions.items()})
     pad = tok.pad_token_id
     per_bucket = {}

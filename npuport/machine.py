@@ -10,9 +10,16 @@ import resource
 from importlib import metadata
 from pathlib import Path
 
-# Distributions whose versions are worth recording next to a figure (only those installed are reported).
-TRACKED = ("torch", "transformers", "onnx", "onnxscript", "onnxruntime", "openvino", "iree-base-compiler",
-           "iree-base-runtime", "numpy")
+from .runtimes import get_runtime, runtime_names
+
+# Distributions whose versions are worth recording next to a figure (only those installed are reported): these, and
+# each runtime's own (`Runtime.distributions`), so a new runtime reports its SDK without a second list here.
+BASE = ("torch", "transformers", "numpy")
+
+
+def tracked() -> tuple[str, ...]:
+    names = [*BASE, *(d for n in runtime_names() for d in get_runtime(n).distributions)]
+    return tuple(dict.fromkeys(names))
 
 
 def cpu_flags() -> list[str]:
@@ -57,9 +64,9 @@ def peak_rss_mb() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0, 1)
 
 
-def versions(names: tuple[str, ...] = TRACKED) -> dict[str, str]:
+def versions(names: tuple[str, ...] | None = None) -> dict[str, str]:
     out = {}
-    for name in names:
+    for name in tracked() if names is None else names:
         try:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

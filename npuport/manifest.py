@@ -18,6 +18,7 @@ from .fsio import write_json_atomic
 from .spec import ShapeSpec
 
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"  # the Ed25519 signature over the manifest (signing.py); not hashed with the files
 FORMAT = "npuport-artifact/2"
 SCHEMA = 2
 

@@ -12,7 +12,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
@@ -29,14 +28,14 @@ from .router import BucketRouter
 from .runtimes import feeds_of, get_runtime, runtime_names
 from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
 from .static.adapters import check_attention
-from .static.capture import capture, make_probes, prove, reference_logits
+from .proof import prove, reference_logits
+from .static.capture import capture, make_probes
 from .task import Task
+from .config import PortConfig
+from .ui import ProgressFn as Progress
 from .verify import data_parity, eager_logits, judge_by, probe_parity
 
-if TYPE_CHECKING:
-    from .api import PortConfig
 
-Progress = Callable[[str], None]
 PROOF_FILE = "proof_inputs.safetensors"
 
 
@@ -176,7 +175,7 @@ def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str |
 
 def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
-    specs = compile_specs(cfg.backends, cfg.shapes, cfg.precision, cfg.device)
+    specs = compile_specs(cfg.runtimes, cfg.shapes, cfg.precision, cfg.device)
     # Asked for by name, an integer precision must show on data that it keeps decisions. A runtime whose own default
     # is integer (ethos-u) still ports without data; its report says the decisions were not checked.
     if cfg.precision in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 and not cfg.eval_data:
@@ -193,8 +192,11 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         able = [n for n in runtime_names() if get_runtime(n).measures_sensitivity]
         raise ConfigError(f"--keep-fp32 {','.join(cfg.quant.fixed_keep)}: {', '.join(lacking)} cannot leave "
                           f"quantisation groups in float; runtimes that can: {', '.join(able)}")
-    if cfg.quant.mode == "dynamic" and any(n != "onnxruntime" for n, s in specs.items() if s.precision == "int8"):
-        raise ConfigError("--quantization dynamic is ONNX Runtime's; the other runtimes quantise statically")
+    static_only = [n for n, s in specs.items() if s.precision == "int8" and not get_runtime(n).quantizes_dynamic]
+    if cfg.quant.mode == "dynamic" and static_only:
+        able = runtime_names(quantizes_dynamic=True)
+        raise ConfigError(f"--quantization dynamic: {', '.join(static_only)} quantise statically; runtimes that "
+                          f"quantise dynamically: {', '.join(able) or '(none)'}")
     specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
              else s for n, s in specs.items()}
     progress("loading model")

@@ -10,19 +10,19 @@ from __future__ import annotations
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError, ExportError
 from .runtimes import get_runtime, runtime_names
 from .spec import ShapeSpec
-from .ui import Progress, silent
+from .ui import ProgressFn as Progress, silent
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckConfig:
     source: "object"  # api.ModelSource
-    targets: tuple[str, ...] = ("qnn", "ethos-u")
+    targets: tuple[str, ...] = field(default_factory=lambda: tuple(runtime_names(partitions=True)))
     shapes: ShapeSpec = ShapeSpec(batch_sizes=(1,), buckets=(128,))
     precision: str | None = None
     device: str | None = None

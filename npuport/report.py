@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .runtimes import REFERENCE
+
 
 def _f(x, fmt="{:.2e}") -> str:
     if x is None:
@@ -204,7 +206,7 @@ def demo_markdown(r: dict) -> str:
               "| path | " + " | ".join(f"{s} tokens" for s in seqs) + " | vs eager at " + seqs[-1] + " |",
               "|---|" + "---|" * (len(seqs) + 1)]
     for n in names:
-        ratio = pb[seqs[-1]]["eager"]["p50_ms"] / pb[seqs[-1]][n]["p50_ms"]
+        ratio = pb[seqs[-1]][REFERENCE]["p50_ms"] / pb[seqs[-1]][n]["p50_ms"]
         lines.append(f"| {n} | " + " | ".join(f"{pb[s][n]['p50_ms']:.2f} ({pb[s][n]['p99_ms']:.2f})" for s in seqs)
                      + f" | {ratio:.2f}× |")
     lines += ["", "![latency vs length](plots/latency_vs_length.png)", "",

@@ -14,9 +14,7 @@ from pathlib import Path
 
 from .errors import ConfigError, IntegrityError
 from .fsio import atomic_write
-from .manifest import MANIFEST
-
-SIGNATURE = "manifest.sig"
+from .manifest import MANIFEST, SIGNATURE
 
 
 def _crypto():

@@ -12,6 +12,10 @@ import torch
 from .errors import ConfigError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int16")  # int8 / int16: quantisation where a runtime offers it
+# What a training step can run in (a subset of PRECISIONS). fp32: every op in fp32. bf16: mixed precision as GPUs
+# train: forward and backward in bf16, gradients returned in fp32, master weights, Adam moments and the update in fp32
+# (bf16 keeps fp32's exponent range: no loss scaling). fp16: the same with loss scaling (qnn's HTP: train/mixed.py).
+TRAIN_PRECISIONS = ("fp32", "bf16", "fp16")
 # The torch dtype a precision computes in on the PyTorch side (int8 quantises in the runtime; the module stays fp32).
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32,
           "int16": torch.float32}
@@ -61,6 +65,9 @@ INTEGER_PRECISIONS = ("int8", "int16")  # lossy by construction: their decisions
 # held-out template family with OpenVINO, for ~20 % of int8's speed; benchmarks/NOTES.md). Applied by the runtimes
 # that keep groups in float, to models that have the group, for static quantisation.
 DEFAULT_KEEP = ("ffn_out",)
+CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
+# Group names `--keep-fp32` takes besides layer.N (N = a transformer layer index); runtimes/_quantize.py finds them
+NAMED_GROUPS = ("embeddings", "attention", "head", "ffn_out")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,8 +88,6 @@ class QuantOptions:
     min_agreement: float = 0.995
 
     def __post_init__(self):
-        from .static.quantize import CALIBRATION_METHODS, NAMED_GROUPS
-
         if self.method not in CALIBRATION_METHODS:
             raise ConfigError(f"--calibration-method {self.method!r}: choose one of {', '.join(CALIBRATION_METHODS)}")
         if self.mode not in ("static", "dynamic"):

@@ -5,11 +5,18 @@ from __future__ import annotations
 import sys
 import time
 from contextlib import contextmanager
+from typing import Callable
 
 from .interrupt import raise_if_interrupted
 
 
+# What every stage takes to report progress: a Progress below, `silent`, or any function of one message.
+ProgressFn = Callable[[str], None]
+
+
 class Progress:
+    """The terminal's ProgressFn: a rich status line on a TTY, timestamped lines elsewhere."""
+
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
         self.t0 = time.perf_counter()

@@ -1,7 +1,7 @@
 """Parity: compiled artifact vs the eager fp32 reference, on probes and (optionally) a labelled data set.
 
 Figures: max|Δlogit|, max|Δprob| (probability of `deviation`), decision agreement. Tolerances live in one
-table keyed by (backend, precision); `*` matches any backend.
+table keyed by precision; a runtime whose arithmetic differs declares its own rows (`Runtime.tolerances`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .runtimes.base import Session, feeds_of
+from .runtimes import Session, feeds_of, get_runtime, runtime_names
 from .models.detector import Detector
 from .router import BucketRouter
+from .parity import compare, merge
 from .task import Task
 
 
@@ -29,9 +30,6 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
     ("*", "fp16"): Tolerance(logit=5e-2, prob=2e-2, agreement=0.99),
     ("*", "bf16"): Tolerance(logit=1.5e-1, prob=4e-2, agreement=0.99),
     ("*", "int8"): Tolerance(logit=5e-1, prob=1e-1, agreement=0.99),
-    # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
-    # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
-    ("qnn", "fp16"): Tolerance(logit=1.5e-1, prob=3e-2, agreement=0.99),
     # 16-bit activations, 8-bit weights (QNN a16w8, Ethos-U int16): 8-bit weight rounding dominates. Measured on the
     # demo detector at 1 x 64 (QNN, attention mask kept in float, 20 rows): |Δlogit| 0.77 where logits sit at ±8-10,
     # |Δprob| 1.0e-2, decisions 100% — a confident logit moves a lot while its probability hardly does. (At buckets
@@ -40,42 +38,11 @@ TOLERANCES: dict[tuple[str, str], Tolerance] = {
 }
 
 
-def tolerance(backend: str, precision: str) -> Tolerance:
-    return TOLERANCES.get((backend, precision)) or TOLERANCES[("*", precision)]
-
-
-def softmax_dev(logits: np.ndarray) -> np.ndarray:
-    """The detector's view: P(deviation), the softmax probability of label 1."""
-    return Task().scores(logits)[:, 1]
-
-
-def compare(ref: np.ndarray, got: np.ndarray, task: Task | None = None) -> dict:
-    """Figures for one set of rows: max|Δlogit|, max|Δscore| over every label (probability, sigmoid or regression
-    value) and the share of rows whose decision is the same (regression has none: 1.0 by definition)."""
-    task = task or Task()
-    if np.isnan(got).any():
-        return {"max_abs_logit_diff": float("nan"), "max_abs_prob_diff": float("nan"), "decision_agreement": 0.0,
-                "n": int(len(ref)), "nan": True}
-    dr, dg = task.decisions(ref), task.decisions(got)
-    same = 1.0 if dr is None else float(np.mean((dr == dg).reshape(len(ref), -1).all(axis=1)))
-    return {
-        "max_abs_logit_diff": float(np.abs(ref - got).max()),
-        "max_abs_prob_diff": float(np.abs(task.scores(ref) - task.scores(got)).max()),
-        "decision_agreement": same,
-        "n": int(len(ref)),
-        "nan": False,
-    }
-
-
-def merge(parts: list[dict]) -> dict:
-    n = sum(p["n"] for p in parts)
-    return {
-        "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
-        "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in parts),
-        "decision_agreement": sum(p["decision_agreement"] * p["n"] for p in parts) / n,
-        "n": n,
-        "nan": any(p["nan"] for p in parts),
-    }
+def tolerance(runtime: str, precision: str) -> Tolerance:
+    """The table's row for `precision`, unless the runtime declares its own (`Runtime.tolerances`: an accelerator
+    whose arithmetic differs, like an fp16 HTP that accumulates in fp16)."""
+    own = get_runtime(runtime).tolerances.get(precision) if runtime in runtime_names() else None
+    return Tolerance(**own) if own else TOLERANCES[("*", precision)]
 
 
 def judge_decisions(fig: dict, bar: float, scores: bool = True) -> dict:
@@ -88,19 +55,19 @@ def judge_decisions(fig: dict, bar: float, scores: bool = True) -> dict:
     return {**fig, "decision_bar": bar, **({} if scores else {"scores_judged_on": "data"}), "pass": bool(ok)}
 
 
-def judge_by(fig: dict, backend: str, precision: str, bar: float | None, scores: bool = True) -> dict:
+def judge_by(fig: dict, runtime: str, precision: str, bar: float | None, scores: bool = True) -> dict:
     """`judge_decisions` against `bar` where an integer artifact was gated on data, else the tolerance table."""
-    return judge(fig, backend, precision, scores) if bar is None else judge_decisions(fig, bar, scores)
+    return judge(fig, runtime, precision, scores) if bar is None else judge_decisions(fig, bar, scores)
 
 
-def judge(fig: dict, backend: str, precision: str, scores: bool = True) -> dict:
-    """Within the (backend, precision) tolerances? `scores=False`: probabilities and decisions are reported, not
+def judge(fig: dict, runtime: str, precision: str, scores: bool = True) -> dict:
+    """Within the (runtime, precision) tolerances? `scores=False`: probabilities and decisions are reported, not
     gated (NaN and the logit tolerance still are) — used for the random-token probes of a lossy precision when real
     data is judged too. Such probes sit at margins near zero, where P(deviation) moves fastest (a quarter of the
     logit change) and any quantisation flips a coin; and a calibrated graph never saw their token mix, so their
     activations clip at the calibrated ranges (tiny detector, QNN: |Δlogit| 0.17 on probes at int8 and int16 alike,
     1e-3 on the data). Probabilities and decisions are judged where they mean something: the eval data."""
-    tol = tolerance(backend, precision)
+    tol = tolerance(runtime, precision)
     ok = (
         not fig["nan"]
         and fig["max_abs_logit_diff"] <= tol.logit

@@ -110,6 +110,6 @@ def artifacts(tiny_model_dir, tmp_path_factory):
     from npuport.runtimes import ShapeSpec
 
     out = tmp_path_factory.mktemp("serve") / "out"
-    port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), backends=("onnxruntime",),
+    port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), runtimes=("onnxruntime",),
                     shapes=ShapeSpec(batch_sizes=(1,), buckets=(16, 32, 64)), capture_methods=("trace",), bench_runs=1))
     return out

@@ -14,7 +14,7 @@ from npuport.errors import ArtifactError
 @pytest.fixture(scope="module")
 def artifact(tmp_path_factory):
     out = tmp_path_factory.mktemp("art") / "out"
-    port(PortConfig(source=ModelSource(preset="tiny-bert", random_init=True), out=str(out), backends=("onnxruntime",),
+    port(PortConfig(source=ModelSource(preset="tiny-bert", random_init=True), out=str(out), runtimes=("onnxruntime",),
                     shapes=ShapeSpec(buckets=(16,)), capture_methods=("trace",), bench_runs=1))
     return out / "onnxruntime-fp32"
 

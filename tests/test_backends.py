@@ -39,7 +39,7 @@ def test_ci_has_every_tested_runtime():
 def ported(tiny_model_dir, eval_jsonl, tmp_path_factory):
     names = [b for b in PARITY_TESTED if get_backend(b).available()[0]]
     out = tmp_path_factory.mktemp("port") / "out"
-    report = port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), backends=tuple(names),
+    report = port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(out), runtimes=tuple(names),
                              shapes=SHAPES, eval_data=str(eval_jsonl), bench_runs=2))
     return out, report
 

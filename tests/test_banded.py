@@ -109,7 +109,7 @@ def test_port_cli_banded_records_its_proof(tmp_path, capsys):
         assert set(proof[method]["per_shape"]) == {"1x48", "2x48"}
     # bench tells the two forms apart when they sit side by side (the label says which ran)
     dense = port(PortConfig(source=ModelSource(preset="tiny-modernbert", random_init=True), out=str(tmp_path / "dense"),
-                            backends=("onnxruntime",), shapes=ShapeSpec(batch_sizes=(1, 2), buckets=(48,)), capture_methods=(),
+                            runtimes=("onnxruntime",), shapes=ShapeSpec(batch_sizes=(1, 2), buckets=(48,)), capture_methods=(),
                             bench_runs=1))
     assert dense["adapter"]["attention"] == "dense"
     shutil.move(str(out / "onnxruntime-fp32"), str(tmp_path / "dense" / "onnxruntime-fp32-banded"))

@@ -29,7 +29,7 @@ def test_bench_cli_ports_and_reports(tmp_path):
 def test_bench_existing_artifacts_and_int8(tmp_path):
     out = tmp_path / "o"
     rep = port(PortConfig(source=ModelSource(preset="tiny-modernbert", random_init=True), out=str(out),
-                          backends=("onnxruntime",), shapes=ShapeSpec(buckets=(24,)), precision="int8", bench_runs=1,
+                          runtimes=("onnxruntime",), shapes=ShapeSpec(buckets=(24,)), precision="int8", bench_runs=1,
                           quant=QuantOptions(mode="dynamic", min_agreement=0)))
     r8 = rep["backends"]["onnxruntime"]["int8"]
     assert r8["pass"] and 0 < r8["max_abs_logit_diff"] <= 0.5  # quantised: close, not exact
@@ -44,7 +44,7 @@ def test_bench_times_the_shapes_all_artifacts_share(tmp_path):
 
     src = ModelSource(preset="tiny-bert", random_init=True)
     for name, buckets, backend in (("a", (16, 32), "onnxruntime"), ("b", (32,), "openvino"), ("c", (24,), "openvino")):
-        port(PortConfig(source=src, out=str(tmp_path / name), backends=(backend,), shapes=ShapeSpec(buckets=buckets),
+        port(PortConfig(source=src, out=str(tmp_path / name), runtimes=(backend,), shapes=ShapeSpec(buckets=buckets),
                         capture_methods=(), bench_runs=1))
     shutil.move(str(tmp_path / "b" / "openvino-fp32"), str(tmp_path / "a" / "openvino-fp32"))
     res = bench(BenchConfig(artifact_dir=str(tmp_path / "a"), vs=("eager",), runs=2, warmup=0))
@@ -69,7 +69,7 @@ def test_bench_leaves_no_temporary_directory_on_error(tmp_path, monkeypatch):
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     with pytest.raises(ConfigError, match="supports precision"):
-        bench(BenchConfig(source=ModelSource(preset="tiny-bert", random_init=True), backends=("onnxruntime",),
+        bench(BenchConfig(source=ModelSource(preset="tiny-bert", random_init=True), runtimes=("onnxruntime",),
                           shapes=ShapeSpec(buckets=(16,)), runs=1, vs=("eager",),
                           precision="fp16"))  # fp16 on the CPU EP is refused before any artifact exists
     assert not list(tmp_path.glob("npuport-bench-*"))

@@ -4,7 +4,8 @@ import pytest
 
 from npuport.spec import ShapeSpec
 from npuport.models.detector import build_preset
-from npuport.static.capture import capture, make_probes, prove
+from npuport.proof import prove
+from npuport.static.capture import capture, make_probes
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ import torch
 
 from npuport.detector.static_train import detector_slots, static_batches
 from npuport.detector.epochs import _optimizer, freeze_below
-from npuport.detector.train import TrainConfig
+from npuport.detector.config import DetectorTrainConfig
 from npuport.models.detector import build_preset
 from npuport.runtimes import get_runtime
 from npuport.static.adapters import adapt
-from npuport.train.runner import open_step_runner, training_runtimes
+from npuport.train.select import open_step_runner, training_runtimes
 from npuport.train.capture import GATHER_LIKE
 from npuport.train.step import ClassifierObjective, OptimConfig
 
@@ -108,7 +108,7 @@ def test_tier2_adamw_state_matches_the_eager_trainers_optimizer(case, form):
     r = rs[form]
     reset(r, preset)
     ref = model_of(preset)
-    opt = _optimizer(ref, TrainConfig(data="-", out="-", preset=preset, lr=LR, head_lr=HEAD_LR, weight_decay=WD))
+    opt = _optimizer(ref, DetectorTrainConfig(data="-", out="-", preset=preset, lr=LR, head_lr=HEAD_LR, weight_decay=WD))
     base = [g["lr"] for g in opt.param_groups]
     for t, batch in enumerate(plan_for(r, 24)[:3], start=1):
         factor = t / 3  # a changing lr, as the schedule feeds it
@@ -256,9 +256,9 @@ def test_bad_backend_and_buckets_are_refused_before_anything_is_written(tiny_mod
     assert main([*base, "-o", str(tmp_path / "b"), "--backend", "onnxruntime", "--buckets", "16,32"]) == 2
     assert "largest must be >= --max-len 64" in capsys.readouterr().err
     assert main([*base, "-o", str(tmp_path / "c"), "--buckets", "16,64"]) == 2
-    assert "need --backend" in capsys.readouterr().err
+    assert "need --runtime" in capsys.readouterr().err
     assert main([*base, "-o", str(tmp_path / "c"), "--precision", "bf16"]) == 2
-    assert "need --backend" in capsys.readouterr().err
+    assert "need --runtime" in capsys.readouterr().err
     assert main([*base, "-o", str(tmp_path / "c"), "--backend", "onnxruntime", "--precision", "bf16"]) == 2
     assert "trains in fp32, not bf16" in capsys.readouterr().err
     assert not any((tmp_path / d).exists() for d in "abc")
@@ -271,7 +271,7 @@ def test_same_seed_same_new_head(tmp_path):
 
     d = tmp_path / "bb"
     model_of("tiny-bert").backbone.save_pretrained(d)
-    heads = [_initial_model(TrainConfig(data="-", out="-", init=str(d), seed=s), None)[0].head.weight for s in (7, 7, 8)]
+    heads = [_initial_model(DetectorTrainConfig(data="-", out="-", init=str(d), seed=s), None)[0].head.weight for s in (7, 7, 8)]
     assert torch.equal(heads[0], heads[1]) and not torch.equal(heads[0], heads[2])
 
 

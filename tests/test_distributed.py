@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from npuport.cli import main
 from npuport.errors import ConfigError
 from npuport.train.distributed import FAULT_ENV, DistConfig, committed_steps, launch
-from npuport.train.loop import TrainConfig, latest_checkpoint, read_metrics, train
+from npuport.train.loop import LMTrainConfig, latest_checkpoint, read_metrics, train
 
 TINY = dict(corpus="demo", preset="tiny", batch=8, seq_len=32, lr=3e-3, warmup=3, eval_every=5, ckpt_every=5)
 
@@ -22,7 +22,7 @@ def final_params(run):
 
 
 def test_allreduce_two_workers_reproduces_one_worker(tmp_path):
-    cfg = TrainConfig(**TINY, steps=12, backend="onnxruntime", threads=1)
+    cfg = LMTrainConfig(**TINY, steps=12, runtime="onnxruntime", threads=1)
     single = train(cfg, tmp_path / "single", progress=False)
     m = launch(cfg, DistConfig(workers=2, sync="allreduce", hash_every=3), tmp_path / "dp2")
     a = [x["loss"] for x in read_metrics(tmp_path / "single")]
@@ -43,7 +43,7 @@ def test_allreduce_two_workers_reproduces_one_worker(tmp_path):
 
 
 def test_diloco_communicates_every_h_steps(tmp_path):
-    cfg = TrainConfig(**TINY, steps=12, backend="onnxruntime", threads=1)
+    cfg = LMTrainConfig(**TINY, steps=12, runtime="onnxruntime", threads=1)
     m = launch(cfg, DistConfig(workers=2, sync="diloco", inner_steps=4), tmp_path / "dl")
     assert m["bytes_sent_per_worker"] == 3 * m["param_bytes"]  # outer steps at 4, 8, 12
     assert committed_steps(tmp_path / "dl") == [4, 8, 12]  # a checkpoint at every outer step
@@ -64,7 +64,7 @@ def test_lost_worker_resumes_from_checkpoint_with_same_result(tmp_path, sync):
     import subprocess
     import sys
 
-    cfg = TrainConfig(**TINY, steps=10, backend="onnxruntime", threads=1)
+    cfg = LMTrainConfig(**TINY, steps=10, runtime="onnxruntime", threads=1)
     launch(cfg, DistConfig(workers=2, sync=sync, inner_steps=5), tmp_path / "ok")
     cmd = [sys.executable, "-m", "npuport.cli", "-q", "lm", "train", "--demo-corpus", "--preset", "tiny", "--backend",
            "onnxruntime", "--threads", "1", "--steps", "10", "--batch", "8", "--seq-len", "32", "--lr", "3e-3",
@@ -107,7 +107,7 @@ def test_cli_distributed_and_errors(tmp_path, capsys):
 def test_diloco_outer_step_plumbing_one_worker_plain_average(tmp_path):
     """With one worker, outer lr 1 and no momentum, θ_global − (θ_global − θ_local) = θ_local: DiLoCo must then
     reproduce plain training exactly (checks the pseudo-gradient sign, the outer update and the state hand-back)."""
-    cfg = TrainConfig(**TINY, steps=8, backend="onnxruntime", threads=1)
+    cfg = LMTrainConfig(**TINY, steps=8, runtime="onnxruntime", threads=1)
     train(cfg, tmp_path / "plain", progress=False)
     launch(cfg, DistConfig(workers=1, sync="diloco", inner_steps=3, outer_lr=1.0, outer_momentum=0.0), tmp_path / "dl")
     a = [x["loss"] for x in read_metrics(tmp_path / "plain")]

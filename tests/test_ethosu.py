@@ -82,7 +82,7 @@ def test_host_graph_round_trip_without_pickle(tmp_path):
     """The host-graph format on a plain exported program: same outputs after JSON + safetensors, no pickle."""
     from executorch.exir import to_edge
 
-    from npuport.static import edgegraph
+    from npuport.runtimes import _edgegraph as edgegraph
 
     class M(torch.nn.Module):
         def __init__(self):

@@ -252,7 +252,7 @@ def test_keep_fp32_ffn_out_leaves_every_ffn_down_projection_in_float(tiny_model_
 
     import openvino as ov
 
-    from npuport.static.quantize import _scopes, is_ffn_out
+    from npuport.runtimes._quantize import _scopes, is_ffn_out
 
     ungated = ("--eval-data", str(eval_jsonl), "--min-agreement", "0", "--keep-fp32", "ffn_out")
     assert _port(tiny_model_dir, tmp_path / "ort", "--backend", "onnxruntime", *ungated) in (0, 1)

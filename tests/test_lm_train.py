@@ -11,13 +11,13 @@ from safetensors.torch import load_file
 
 from npuport.cli import main
 from npuport.errors import ConfigError
-from npuport.train.loop import TrainConfig, latest_checkpoint, lr_at, read_metrics, train
+from npuport.train.loop import LMTrainConfig, latest_checkpoint, lr_at, read_metrics, train
 
 TINY = dict(corpus="demo", preset="tiny", batch=4, seq_len=32, lr=3e-3, warmup=3, eval_every=4, ckpt_every=4)
 
 
 def test_lr_schedule_warmup_then_cosine_to_floor():
-    cfg = TrainConfig(**{**TINY, "steps": 100, "warmup": 10})
+    cfg = LMTrainConfig(**{**TINY, "steps": 100, "warmup": 10})
     assert lr_at(cfg, 1) == pytest.approx(3e-4)
     assert lr_at(cfg, 10) == pytest.approx(3e-3)
     assert lr_at(cfg, 100) == pytest.approx(3e-4)
@@ -29,7 +29,7 @@ class Stop(Exception):
 
 
 def test_resume_continues_exactly(tmp_path):
-    cfg = TrainConfig(**TINY, steps=10, backend="onnxruntime")
+    cfg = LMTrainConfig(**TINY, steps=10, runtime="onnxruntime")
     full = train(cfg, tmp_path / "full", progress=False)
 
     def crash(rec):
@@ -50,7 +50,7 @@ def test_resume_continues_exactly(tmp_path):
 
 
 def test_eager_resume_restores_adam_state(tmp_path):
-    cfg = TrainConfig(**TINY, steps=8, backend="eager")
+    cfg = LMTrainConfig(**TINY, steps=8, runtime="eager")
     train(cfg, tmp_path / "full", progress=False)
     with pytest.raises(Stop):
         train(cfg, tmp_path / "cut", progress=False, on_step=lambda r: (_ for _ in ()).throw(Stop) if r["step"] == 5 else None)
@@ -59,12 +59,12 @@ def test_eager_resume_restores_adam_state(tmp_path):
 
 
 def test_run_directory_guards(tmp_path):
-    cfg = TrainConfig(**TINY, steps=2)
+    cfg = LMTrainConfig(**TINY, steps=2)
     train(cfg, tmp_path / "r", progress=False)
     with pytest.raises(ConfigError, match="already holds a run"):
         train(cfg, tmp_path / "r", progress=False)
     with pytest.raises(ConfigError, match=r"different config \(lr: run has 0.003, asked 0.01"):
-        train(TrainConfig(**{**TINY, "lr": 1e-2}, steps=2), tmp_path / "r", resume=True, progress=False)
+        train(LMTrainConfig(**{**TINY, "lr": 1e-2}, steps=2), tmp_path / "r", resume=True, progress=False)
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not empty"):

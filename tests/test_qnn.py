@@ -78,7 +78,7 @@ def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_d
 def _lm_runners(tmp_path):
     from npuport.models.lm import build_lm, preset_config
     from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
-    from npuport.train.runner import open_step_runner
+    from npuport.train.select import open_step_runner
     from npuport.train.step import OptimConfig
 
     docs = read_documents(DEMO_CORPUS)

@@ -13,8 +13,8 @@ from npuport.cli import main
 from npuport.errors import ConfigError
 from npuport.models.lm import build_lm, preset_config
 from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
-from npuport.train.loop import TrainConfig
-from npuport.train.runner import open_step_runner
+from npuport.train.loop import LMTrainConfig
+from npuport.train.select import open_step_runner
 from npuport.train.step import OptimConfig
 
 BATCH, SEQ = 4, 32
@@ -75,12 +75,12 @@ def test_cli_bf16_run_follows_the_fp32_control_and_records_its_precision(tmp_pat
 
 def test_bf16_on_a_runtime_without_it_is_refused_naming_those_with_it(tmp_path, capsys):
     with pytest.raises(ConfigError, match="openvino"):
-        TrainConfig(corpus="demo", backend="onnxruntime", precision="bf16")
+        LMTrainConfig(corpus="demo", runtime="onnxruntime", precision="bf16")
     # no --precision: the runtime's own, recorded in the run's config (qnn's HTP trains in fp16 with loss scaling)
-    assert TrainConfig(corpus="demo", backend="openvino").precision == "fp32"
-    assert TrainConfig(corpus="demo", backend="qnn").precision == "fp16"
+    assert LMTrainConfig(corpus="demo", runtime="openvino").precision == "fp32"
+    assert LMTrainConfig(corpus="demo", runtime="qnn").precision == "fp16"
     with pytest.raises(ConfigError, match="trains in fp16, not bf16"):
-        TrainConfig(corpus="demo", backend="qnn", precision="bf16")
+        LMTrainConfig(corpus="demo", runtime="qnn", precision="bf16")
     assert main(["lm", "train", "--demo-corpus", "--preset", "tiny", "--backend", "iree", "--precision", "bf16",
                  "-o", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err

@@ -11,7 +11,7 @@ import torch
 
 from npuport.errors import DataError
 from npuport.train.core import CheckpointStore, MetricsLog, run_loop
-from npuport.train.loop import TrainConfig, latest_checkpoint, read_metrics, train
+from npuport.train.loop import LMTrainConfig, latest_checkpoint, read_metrics, train
 
 
 def test_metrics_torn_last_line_dropped_with_warning(tmp_path, caplog):
@@ -60,14 +60,14 @@ def test_run_loop_cadence_and_early_stop():
 
 
 TINY = dict(corpus="demo", preset="tiny", batch=4, seq_len=32, lr=3e-3, warmup=3, eval_every=4, ckpt_every=2,
-            backend="eager", steps=8)
+            runtime="eager", steps=8)
 
 
 def test_lm_resume_skips_damaged_newest_checkpoint_and_prunes(tmp_path, caplog):
-    full = train(TrainConfig(**TINY), tmp_path / "full", progress=False)
+    full = train(LMTrainConfig(**TINY), tmp_path / "full", progress=False)
     run = tmp_path / "cut"
     with pytest.raises(RuntimeError):
-        train(TrainConfig(**TINY), run, progress=False,
+        train(LMTrainConfig(**TINY), run, progress=False,
               on_step=lambda r: (_ for _ in ()).throw(RuntimeError("stop")) if r["step"] == 6 else None)
     steps = sorted(p.name for p in (run / "checkpoints").iterdir())
     assert steps == ["step_00000002.safetensors", "step_00000004.safetensors", "step_00000006.safetensors"]
@@ -75,7 +75,7 @@ def test_lm_resume_skips_damaged_newest_checkpoint_and_prunes(tmp_path, caplog):
     with (run / "metrics.jsonl").open("a") as f:
         f.write('{"step": 7, "lo')  # and so is the metrics log
     with caplog.at_level(logging.WARNING):
-        resumed = train(TrainConfig(**TINY), run, resume=True, progress=False)
+        resumed = train(LMTrainConfig(**TINY), run, resume=True, progress=False)
     assert "falling back to the previous one" in caplog.text
     assert resumed.manifest["resumed_from"] == 4
     assert [m["loss"] for m in read_metrics(run)] == [m["loss"] for m in read_metrics(tmp_path / "full")]

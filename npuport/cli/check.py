@@ -8,6 +8,7 @@ from .common import EPILOG, add_runtime_flag, add_source, progress
 
 
 def register(sub) -> None:
+    from ..runtimes import runtime_names
     from ..spec import PRECISIONS
 
     p = sub.add_parser("check", help="NPU pre-flight: ops on the NPU, host fallbacks and rejections per target",
@@ -15,7 +16,9 @@ def register(sub) -> None:
                        "it places on the NPU, which fall back to the host and why, in seconds rather than a full "
                        "compile. Also lists what the adapter changed so the model captures at all.", epilog=EPILOG)
     add_source(p)
-    add_runtime_flag(p, default=("qnn", "ethos-u"), help="targets, comma-separated (default qnn,ethos-u)")
+    targets = runtime_names(partitions=True)
+    add_runtime_flag(p, default=tuple(targets), help=f"targets, comma-separated (default {','.join(targets)}: the NPU "
+                                                     "targets that partition a graph between accelerator and host)")
     from .port import _add_shapes
 
     _add_shapes(p)

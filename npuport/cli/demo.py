@@ -27,13 +27,14 @@ def run(args) -> int:
 
     prog = progress(args)
     with prog.live():
-        r = run_demo(DemoConfig(out=args.out, backends=args.runtime, buckets=args.buckets, runs=args.runs,
+        r = run_demo(DemoConfig(out=args.out, runtimes=args.runtime, buckets=args.buckets, runs=args.runs,
                                 init=args.init, overwrite=args.overwrite), prog, show_bar=not args.quiet)
     _print_demo(r, args.out)
     return 0 if r["pass"] else 1
 
 
 def _print_demo(r: dict, out: str) -> None:
+    from ..runtimes import REFERENCE
     from rich.console import Console
     from rich.table import Table
 
@@ -50,7 +51,7 @@ def _print_demo(r: dict, out: str) -> None:
     t = Table(title="port: parity vs eager fp32 and latency (batch 1, p50 ms)")
     for col in ["backend", "max|Δlogit|", "agreement"] + [f"{s} tok" for s in seqs] + ["bucketed vs pad", "result"]:
         t.add_column(col)
-    t.add_row("eager", "reference", "—", *[f"{pb[s]['eager']['p50_ms']:.2f}" for s in seqs], "—", "")
+    t.add_row(REFERENCE, "reference", "—", *[f"{pb[s][REFERENCE]['p50_ms']:.2f}" for s in seqs], "—", "")
     for b, per in r["port"]["backends"].items():
         v = per["fp32"]
         mix = r["bench"]["length_mix"].get(b, {})

@@ -33,7 +33,7 @@ def register(sub) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
     a = t.add_argument_group("training on an accelerator (the step captured as static graphs, one per length bucket)")
-    a.add_argument("--backend", metavar="RUNTIME",
+    a.add_argument("--runtime", "--backend", dest="runtime", metavar="RUNTIME",
                    help="run the training step on this runtime (onnxruntime, openvino, iree, qnn, ...: `npuport "
                         "doctor` lists them); `eager` runs the same static schedule in PyTorch, the control run. "
                         "Default: the eager trainer (dynamic shapes, dropout on)")
@@ -69,12 +69,13 @@ def run(args) -> int:
     sub = args.detector_command
     prog = progress(args)
     if sub == "train":
-        from ..detector.train import TrainConfig, train
+        from ..detector.config import DetectorTrainConfig
+        from ..detector.train import train
 
-        cfg = TrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
+        cfg = DetectorTrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
                           out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
                           patience=args.patience, seed=args.seed, resume=args.resume,
-                          train_top_layers=args.train_top_layers, head_lr=args.head_lr, backend=args.backend,
+                          train_top_layers=args.train_top_layers, head_lr=args.head_lr, runtime=args.runtime,
                           buckets=args.buckets, gather_free=args.gather_free, precision=args.precision,
                           threads=args.threads)
         s = train(cfg, prog, show_bar=not args.quiet)

@@ -8,7 +8,8 @@ from .common import add_runtime_flag, positive_int
 
 
 def register(sub) -> None:
-    from ..train.compare import sample_backends
+    from ..runtimes import REFERENCE
+    from ..train.compare import sample_runtimes
 
     lm = sub.add_parser("lm", help="train a char-level decoder LM on static-graph runtimes; compare, eval, sample",
                         description="Training on inference-only runtimes: the whole step (forward, backward, clipping, "
@@ -33,25 +34,29 @@ def register(sub) -> None:
     sm.add_argument("--temperature", type=float, default=0.8)
     sm.add_argument("--top-k", type=positive_int)
     sm.add_argument("--seed", type=int, default=0)
-    add_runtime_flag(sm, multiple=False, default="eager", choices=sample_backends(),
-                     help="eager, or a runtime that runs the [1, seq_len] forward graph")
+    add_runtime_flag(sm, multiple=False, default=REFERENCE, choices=sample_runtimes(),
+                     help=f"{REFERENCE}, or a runtime that runs the [1, seq_len] forward graph")
     lm.set_defaults(func=run)
 
 
 def _add_train(lsub) -> None:
+    from ..runtimes import REFERENCE, default_train_runtime
     from ..models.lm import PRESETS as LM_PRESETS
-    from ..train.runner import PRECISIONS, training_runtimes
+    from ..spec import TRAIN_PRECISIONS
+    from ..train.select import training_runtimes
     from ..train.step import FORMS
 
-    t = lsub.add_parser("train", help="train from scratch (or --resume) on a backend; writes a run directory",
-                        epilog="Example: npuport lm train --demo-corpus --preset small --backend onnxruntime -o runs/ort")
+    t = lsub.add_parser("train", help="train from scratch (or --resume) on a runtime; writes a run directory",
+                        epilog="Example: npuport lm train --demo-corpus --preset small --runtime onnxruntime -o runs/ort")
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument("--corpus", help="text, TinyStories (<|endoftext|>-separated) or JSONL {\"text\"} file")
     src.add_argument("--demo-corpus", action="store_true", help="the embedded stories (npuport/train/stories.txt)")
     t.add_argument("--corpus-format", default="auto", choices=("auto", "text", "tinystories", "jsonl"))
     t.add_argument("--preset", default="small", choices=sorted(LM_PRESETS))
-    add_runtime_flag(t, multiple=False, default="onnxruntime", choices=training_runtimes(),
-                     help="runtime that runs the step; eager = PyTorch reference (the control run); default: onnxruntime")
+    default = default_train_runtime()
+    add_runtime_flag(t, multiple=False, default=default, choices=training_runtimes(),
+                     help=f"runtime that runs the step; {REFERENCE} = PyTorch reference (the control run); "
+                          f"default: {default}")
     t.add_argument("--steps", type=positive_int, default=500)
     t.add_argument("--batch", type=positive_int, default=16)
     t.add_argument("--seq-len", type=positive_int, default=128)
@@ -63,7 +68,7 @@ def _add_train(lsub) -> None:
     t.add_argument("--npu-friendly", action="store_true",
                    help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")
-    t.add_argument("--precision", choices=PRECISIONS,
+    t.add_argument("--precision", choices=TRAIN_PRECISIONS,
                    help="bf16: mixed precision (the gradient graph in bf16, fp32 master weights and AdamW; split form); "
                    "runtimes: eager (autocast), openvino (fast where the CPU has AVX512-BF16 or AMX). Default: the "
                    "runtime's own (fp32; qnn: fp16 with loss scaling; `npuport doctor` lists them)")
@@ -86,10 +91,10 @@ def run(args) -> int:
 
     sub = args.lm_command
     if sub == "train":
-        from ..train.loop import TrainConfig
+        from ..train.loop import LMTrainConfig
 
-        cfg = TrainConfig(corpus="demo" if args.demo_corpus else args.corpus, corpus_format=args.corpus_format,
-                          preset=args.preset, backend=args.runtime, steps=args.steps, batch=args.batch,
+        cfg = LMTrainConfig(corpus="demo" if args.demo_corpus else args.corpus, corpus_format=args.corpus_format,
+                          preset=args.preset, runtime=args.runtime, steps=args.steps, batch=args.batch,
                           seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps, seed=args.seed,
                           eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
                           form=args.form, precision=args.precision, threads=args.threads,
@@ -131,6 +136,6 @@ def run(args) -> int:
         return 0
     if sub == "sample":
         print(api.lm_sample(args.run, args.prompt, tokens=args.tokens, temperature=args.temperature, seed=args.seed,
-                            backend=args.runtime, top_k=args.top_k))
+                            runtime=args.runtime, top_k=args.top_k))
         return 0
     raise AssertionError(sub)

@@ -9,6 +9,7 @@ from .common import EPILOG, add_runtime_flag, add_source, csv_list, positive_int
 
 
 def register(sub) -> None:
+    from ..runtimes import REFERENCE
     from ..api import DEFAULT_PORT_RUNTIMES
     from ..models.detector import PRESETS
     from ..runtimes import runtime_names
@@ -72,7 +73,8 @@ def register(sub) -> None:
     bn.add_argument("--new-head", action="store_true", help="TARGET is a plain backbone: benchmark it with a new random head")
     bn.add_argument("--seed", type=int, default=0)
     add_runtime_flag(bn, help="runtimes to port to / to select from the artifacts")
-    bn.add_argument("--vs", type=csv_list("vs"), default=("eager",), help="comparison paths: eager, torch.compile (default eager)")
+    bn.add_argument("--vs", type=csv_list("vs"), default=(REFERENCE,),
+                    help=f"comparison paths: {REFERENCE}, torch.compile (default {REFERENCE})")
     _add_shapes(bn)
     bn.add_argument("--precision", choices=PRECISIONS, default="fp32")
     bn.add_argument("--runs", type=positive_int, default=20, help="timed runs per path and shape (default 20)")
@@ -104,7 +106,7 @@ def run_port(args) -> int:
     cfg = PortConfig(
         source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
                            new_head=args.new_head),
-        out=args.out, backends=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
+        out=args.out, runtimes=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
         overwrite=args.overwrite, attention=args.attention,
         quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
@@ -167,6 +169,7 @@ def run_verify(args) -> int:
 
 
 def run_bench(args) -> int:
+    from ..runtimes import REFERENCE
     from ..api import BenchConfig, ModelSource, bench
     from ..manifest import MANIFEST
 
@@ -174,7 +177,7 @@ def run_bench(args) -> int:
     is_artifacts = target is not None and ((target / MANIFEST).is_file() or any(target.glob(f"*/{MANIFEST}")))
     source = None if is_artifacts else ModelSource(model_dir=args.target, preset=args.preset, random_init=args.random_init,
                                                    seed=args.seed, new_head=args.new_head)
-    cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, backends=args.runtime, vs=args.vs,
+    cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, runtimes=args.runtime, vs=args.vs,
                       shapes=_shapes(args), precision=args.precision, runs=args.runs, warmup=args.warmup,
                       json_out=args.json, plot=args.plot)
     prog = progress(args)
@@ -187,7 +190,7 @@ def run_bench(args) -> int:
         t = Table(title=f"latency at {shape} (ms, {r['runs']} interleaved runs)")
         for col in ("path", "p50", "p90", "p99", "max", "mean", "stdev", "jitter p99/p50", "seq/s", "vs eager"):
             t.add_column(col)
-        ref = res.get("eager", {}).get("p50_ms")
+        ref = res.get(REFERENCE, {}).get("p50_ms")
         for n, st in res.items():
             t.add_row(n, *(f"{st[k]:.2f}" for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms", "stdev_ms")),
                       f"{st['jitter']:.3f}", f"{st['sequences_per_s']:.2f}", f"{ref / st['p50_ms']:.2f}×" if ref else "—")

@@ -42,7 +42,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..serve.app import ServeConfig, serve
 
-    serve(ServeConfig(artifact_dir=args.artifact_dir, backend=args.runtime, host=args.host, port=args.port,
+    serve(ServeConfig(artifact_dir=args.artifact_dir, runtime=args.runtime, host=args.host, port=args.port,
                       max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, threshold=args.threshold,
                       api_key_file=args.api_key_file, max_items=args.max_items, truncate=args.truncate,
                       reject_long=args.reject_long, max_batch_tokens=args.max_batch_tokens,

@@ -174,7 +174,3 @@ def encode(tokenizer, examples: list[Example], max_length: int, context_tokens: 
             enc = tokenizer(context_text(ex), ex.reply, truncation="longest_first", max_length=max_length)
         rows.append(np.asarray(enc["input_ids"], dtype=np.int64))
     return rows
-
-
-def untruncated_lengths(tokenizer, examples: list[Example]) -> list[int]:
-    return [len(tokenizer(context_text(ex), ex.reply)["input_ids"]) for ex in examples]

@@ -1,34 +1,25 @@
 """The demo detector (build-demo) and `npuport demo`, the main job on the embedded default:
 
-build (or reuse) the demo detector -> port it to every available backend with length buckets -> parity on the
+build (or reuse) the demo detector -> port it to every available runtime with length buckets -> parity on the
 demo test split -> latency benchmark -> summary table, report.md + report.json + plots.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .. import __version__
-from ..fsio import atomic_write, check_output, staged_output, write_json_atomic
+from ..fsio import atomic_write, cache_dir, check_output, staged_output, write_json_atomic
 from ..machine import machine
+from ..ui import ProgressFn as Progress
 
 DEMO_VERSION = 2  # bump when the generator or recipe changes: cached demo models are then rebuilt
 INITS = ("scratch", "minilm")  # how the demo detector starts: see _recipe
 DEFAULT_INIT = "minilm"  # chosen from benchmarks/results/demo_init.json: see README
-Progress = Callable[[str], None]
-
-
-def cache_dir() -> Path:
-    if os.environ.get("NPUPORT_CACHE"):
-        return Path(os.environ["NPUPORT_CACHE"])
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "npuport"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,7 +94,8 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
 
 def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: bool) -> None:
     from .generate import write_dataset
-    from .train import TrainConfig, train
+    from .config import DetectorTrainConfig
+    from .train import train
 
     done = root / "build.json"
     t0 = time.perf_counter()
@@ -111,7 +103,7 @@ def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: 
     stats = write_dataset(root / "data", seed=cfg.seed)
     model, tok, flags = _recipe(cfg, root, progress)
     progress(f"training the detector from {cfg.init} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
-    summary = train(TrainConfig(data=str(root / "data" / "train.jsonl"), val=str(root / "data" / "val.jsonl"),
+    summary = train(DetectorTrainConfig(data=str(root / "data" / "train.jsonl"), val=str(root / "data" / "val.jsonl"),
                                 out=str(root / "run"), batch=32, patience=2, seed=cfg.seed, **flags),
                     progress, model=model, tokenizer=tok, show_bar=show_bar)
     shutil.move(str(root / "run" / "model"), root / "model")
@@ -127,7 +119,7 @@ def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: 
 @dataclass(frozen=True, kw_only=True)
 class DemoConfig:
     out: str = "npuport-demo"
-    backends: tuple[str, ...] | None = None  # default: every available compiled backend
+    runtimes: tuple[str, ...] | None = None  # default: every available runtime that executes here
     buckets: tuple[int, ...] = (32, 64, 128)
     runs: int = 30
     seed: int = 0
@@ -154,10 +146,11 @@ def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: f
     family = root / "data" / "test_family.jsonl"
     progress("evaluating on the held-out template family (phrasings no training row used)")
     held_out = evaluate(EvalConfig(model_dir=str(model_dir), data=str(family)))
-    names = cfg.backends or tuple(b for b in runtime_names(ports=True)
-                                  if get_runtime(b).executes == "executes" and b != "eager" and get_runtime(b).available()[0])
+    names = cfg.runtimes or tuple(b for b in runtime_names(ports=True)
+                                  if get_runtime(b).executes == "executes" and not get_runtime(b).reference
+                                  and get_runtime(b).available()[0])
     progress(f"porting to {', '.join(names)} with buckets {list(cfg.buckets)}")
-    port_report = port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out / "artifacts"), backends=names,
+    port_report = port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out / "artifacts"), runtimes=names,
                                   shapes=ShapeSpec(batch_sizes=(1,), buckets=cfg.buckets), eval_data=str(test)), progress)
     progress("benchmarking latency per bucket (interleaved) and the test length mix")
     from ..latency import bench_artifacts

@@ -16,7 +16,7 @@ from ..errors import ConfigError
 from ..models.detector import Detector
 
 if TYPE_CHECKING:
-    from .train import TrainConfig
+    from .config import DetectorTrainConfig
 
 
 def encoder_layers(backbone: torch.nn.Module) -> torch.nn.ModuleList:
@@ -135,7 +135,7 @@ def _restore_optimizer(opt: torch.optim.Optimizer, state: dict, tensors: dict) -
     return state
 
 
-def _optimizer(model: Detector, cfg: TrainConfig) -> torch.optim.AdamW:
+def _optimizer(model: Detector, cfg: DetectorTrainConfig) -> torch.optim.AdamW:
     """AdamW over the trainable parameters: no decay on biases and norms; the head at --head-lr."""
     groups: dict[tuple[bool, bool], list] = {}
     for n, p in model.named_parameters():
@@ -146,7 +146,7 @@ def _optimizer(model: Detector, cfg: TrainConfig) -> torch.optim.AdamW:
                               for (head, no_decay), ps in sorted(groups.items())], lr=cfg.lr)
 
 
-def _frozen_prefix(model, tokenizer, rows, cfg: TrainConfig, say) -> FrozenPrefix | None:
+def _frozen_prefix(model, tokenizer, rows, cfg: DetectorTrainConfig, say) -> FrozenPrefix | None:
     if not FrozenPrefix.applies(model, cfg.train_top_layers):
         return None
     say("running the frozen layers once over the training rows (cached for every epoch)")
@@ -159,7 +159,7 @@ def _frozen_prefix(model, tokenizer, rows, cfg: TrainConfig, say) -> FrozenPrefi
 class EagerEpochs:
     """The eager trainer's epochs: length-grouped batches of any width, LambdaLR, dropout on, frozen prefix cache."""
 
-    def __init__(self, model, tokenizer, cfg: TrainConfig, rows, total: int, say):
+    def __init__(self, model, tokenizer, cfg: DetectorTrainConfig, rows, total: int, say):
         self.model, self.cfg, self.pad_id = model, cfg, tokenizer.pad_token_id
         self.opt = _optimizer(model, cfg)
         self.sched = torch.optim.lr_scheduler.LambdaLR(self.opt, _lr_lambda(total, int(cfg.warmup * total)))

@@ -17,7 +17,6 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from .data import Example
 from .personas import PERSONAS, Persona, procedural_personas, procedural_personas_cjk
 from .templates import BREAKS_EN, CLOSERS_EN, DEV, DISCLOSE_EN, FAMILIES, FOURTH_EN, HELD_OUT, HELP_EN, IC, LEAK_EN, \
     LIST_EN, OPENERS_EN, REFUSAL_EN, SUPPORT_EN
@@ -85,7 +84,6 @@ USER_TURNS = {
 TOPIC_WORD = {"code": "these 'functions' and 'lists'", "taxes": "your 'tax returns'", "medical": "that ailment",
               "out_of_world": "such strange things"}
 OFF_TOPIC = ("code", "taxes", "medical", "out_of_world")
-DEVIATION_KINDS = ("generic", "refusal", "disclose", "fourth", "leak", "helpful", "support", "partial")
 
 
 def _pick(pool: list, rng: random.Random, families: tuple[str, ...]):
@@ -255,10 +253,6 @@ def write_dataset(out: str | Path, seed: int = 0, per_persona: int = 60, procedu
         }
     write_json_atomic(d / "stats.json", stats)
     return stats
-
-
-def to_examples(rows: list[dict]) -> list[Example]:
-    return [Example(persona=r["persona"], reply=r["reply"], user=r.get("user"), label=r["label"]) for r in rows]
 
 
 def keyword_baseline(rows: list[dict]) -> float:

@@ -23,7 +23,7 @@ import torch
 
 from ..errors import ConfigError
 from ..static.adapters import adapt
-from ..train.runner import open_step_runner
+from ..train.select import open_step_runner
 from ..train.step import ClassifierObjective, OptimConfig, ParamSlot
 
 DEFAULT_BUCKETS = (32, 64, 128, 256)
@@ -107,9 +107,9 @@ class StaticEpochs:
         # the step is captured from the same static module inference is proven on (SDPA, masks built in-graph, no
         # unpadding): its parameters are the model's own, under the prefix "detector."
         self.static, self.adapter = adapt(model)
-        say(f"capturing the training step for {cfg.backend}: batch {cfg.batch} x buckets {list(self.buckets)}")
+        say(f"capturing the training step for {cfg.runtime}: batch {cfg.batch} x buckets {list(self.buckets)}")
         self.runner = open_step_runner(
-            cfg.backend, self.static, self.opt, batch=cfg.batch, seq_len=self.buckets[-1], seq_lens=self.buckets,
+            cfg.runtime, self.static, self.opt, batch=cfg.batch, seq_len=self.buckets[-1], seq_lens=self.buckets,
             objective=ClassifierObjective(model.spec.num_labels, gather_free=cfg.gather_free),
             slots=detector_slots(self.static, scale), workdir=out / "graphs", threads=cfg.threads, precision=cfg.precision)
         self.names = self.runner.fns.names
@@ -145,7 +145,7 @@ class StaticEpochs:
         _, m, v = self.runner.get_state()
         tensors = {**{f"m.{k}": t.contiguous() for k, t in zip(self.names, m)},
                    **{f"v.{k}": t.contiguous() for k, t in zip(self.names, v)}}
-        return tensors, {"backend": self.cfg.backend}
+        return tensors, {"backend": self.cfg.runtime}
 
     def restore(self, state: dict, tensors: dict) -> dict:
         named = dict(self.static.named_parameters())
@@ -160,7 +160,7 @@ class StaticEpochs:
 
     def info(self) -> dict:
         times = sorted(self.step_times)
-        return {"backend": self.cfg.backend, "buckets": list(self.buckets), "gather_free": self.cfg.gather_free,
+        return {"backend": self.cfg.runtime, "buckets": list(self.buckets), "gather_free": self.cfg.gather_free,
                 "adapter": self.adapter.__dict__,
                 "trained_parameters": int(sum(int(np.prod(s.shape)) for s in self.runner.fns.slots)),
                 "step_s_median": round(times[len(times) // 2], 5) if times else None,

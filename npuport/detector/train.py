@@ -11,7 +11,7 @@ import json
 import math
 import shutil
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
@@ -22,72 +22,11 @@ from ..errors import ConfigError
 from ..fsio import replace_dir, write_json_atomic
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
 from .data import encode, load_examples
-from ..train.core import CheckpointStore, MetricsLog, run_loop
+from ..train.core import CKPT_DIR, CheckpointStore, MetricsLog, run_loop
+from .config import DetectorTrainConfig
 from ..ui import StepBar
 from .epochs import EagerEpochs, _batches, _noise, freeze_below, length_grouped
 from .metrics import best_threshold, classification_metrics
-
-CKPT_DIR = "checkpoints"
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    data: str
-    out: str
-    val: str | None = None
-    init: str | None = None  # a model directory (with tokenizer)
-    preset: str | None = None  # or a preset built at random (needs `tokenizer`)
-    tokenizer_dir: str | None = None
-    epochs: int = 6
-    lr: float = 5e-4
-    batch: int = 32
-    max_len: int = 256
-    warmup: float = 0.1
-    weight_decay: float = 0.01
-    patience: int = 2
-    context_noise: float = 0.15  # fraction of context tokens replaced at random during training (see _noise)
-    # A pretrained init: train only the top N encoder layers (and the head); the embeddings and lower layers keep
-    # their pretrained weights, which is what carries over to text the demo data never showed (and costs less).
-    train_top_layers: int | None = None
-    head_lr: float | None = None  # default: lr; a new head on a pretrained encoder wants a larger one
-    seed: int = 0
-    resume: bool = False
-    # None: the eager trainer below. A runtime name: the step captured as static graphs, one per length bucket
-    # (detector/static_train.py); "eager" runs that same static schedule in PyTorch, the control.
-    backend: str | None = None
-    buckets: tuple[int, ...] | None = None  # static training shapes (default 32/64/128/256 up to max_len)
-    gather_free: bool = False  # the embedding lookup as a one-hot MatMul in the graph (NPUs without Gather)
-    precision: str | None = None  # on --backend: None = the runtime's own; bf16 = mixed precision (fp32 weights, AdamW)
-    threads: int | None = None
-
-    def __post_init__(self):
-        if (self.init is None) == (self.preset is None):
-            raise ConfigError("give exactly one of --init MODEL_DIR or --preset NAME")
-        for name in ("epochs", "batch", "max_len"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(f"--{name.replace('_', '-')} must be positive, got {getattr(self, name)}")
-        if not (0 < self.lr < 1):
-            raise ConfigError(f"--lr {self.lr} is out of range (0, 1)")
-        if not (0 <= self.warmup < 1):
-            raise ConfigError(f"--warmup {self.warmup} must be a fraction in [0, 1)")
-        if self.train_top_layers is not None and self.train_top_layers < 0:
-            raise ConfigError(f"--train-top-layers must be >= 0, got {self.train_top_layers}")
-        if self.head_lr is not None and not (0 < self.head_lr < 1):
-            raise ConfigError(f"--head-lr {self.head_lr} is out of range (0, 1)")
-        if self.backend is None and (self.buckets or self.gather_free or self.precision not in (None, "fp32")):
-            raise ConfigError("--buckets, --gather-free and --precision shape the captured step: they need --backend")
-        if self.backend is not None:
-            from ..train.runner import training_runtimes
-
-            if self.backend not in training_runtimes():
-                raise ConfigError(f"--backend {self.backend!r} cannot run a training step; "
-                                  f"choose one of {', '.join(training_runtimes())}")
-            from ..runtimes import get_runtime
-            from .static_train import train_buckets
-
-            object.__setattr__(self, "precision", get_runtime(self.backend).check_train_precision(self.precision))
-            train_buckets(self.max_len, self.buckets)  # validated now, before anything is written
-
 
 def predict_probs(model: Detector, rows: list[np.ndarray], pad_id: int, batch: int = 64) -> np.ndarray:
     """P(deviation) per row; rows sorted by length so little padding is computed."""
@@ -142,23 +81,23 @@ def _file_sha256(path: str | None) -> str | None:
     return h.hexdigest()
 
 
-def _own(cfg: TrainConfig) -> str | None:
+def _own(cfg: DetectorTrainConfig) -> str | None:
     """The precision a run gets when none is asked for: left out of its identity, as runs before the flag had it."""
-    if cfg.backend is None:
+    if cfg.runtime is None:
         return None
     from ..runtimes import get_runtime
 
-    return get_runtime(cfg.backend).train_precisions[0]
+    return get_runtime(cfg.runtime).train_precisions[0]
 
 
-def _identity(cfg: TrainConfig) -> dict:
+def _identity(cfg: DetectorTrainConfig) -> dict:
     """What a resume must match: the config and the *content* of the data files (not just their paths)."""
     ident = {**{k: v for k, v in asdict(cfg).items() if k != "resume" and not (k == "precision" and v == _own(cfg))},
              "data_sha256": _file_sha256(cfg.data), "val_sha256": _file_sha256(cfg.val)}
     return json.loads(json.dumps(ident))  # as train_config.json holds it (tuples become lists)
 
 
-def _check_resume(cfg: TrainConfig, out: Path, identity: dict, store):
+def _check_resume(cfg: DetectorTrainConfig, out: Path, identity: dict, store):
     """The run to continue: same config and data (by content), and a loadable checkpoint."""
     if not (out / "train_config.json").is_file():
         raise ConfigError(f"--resume: {out} holds no detector run (no train_config.json); start one without --resume")
@@ -173,7 +112,7 @@ def _check_resume(cfg: TrainConfig, out: Path, identity: dict, store):
     return resumed
 
 
-def _initial_model(cfg: TrainConfig, tokenizer):
+def _initial_model(cfg: DetectorTrainConfig, tokenizer):
     """(model, tokenizer) a new run starts from: --init DIR, or --preset at random with a given tokenizer."""
     if cfg.init:  # a detector to fine-tune further, or a backbone (or classifier) whose encoder we reuse
         torch.manual_seed(cfg.seed)  # a new head is drawn at random: the same --seed gives the same init
@@ -184,7 +123,7 @@ def _initial_model(cfg: TrainConfig, tokenizer):
     return build_preset(cfg.preset, seed=cfg.seed, vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id), tokenizer
 
 
-def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, model: Detector | None = None,
+def train(cfg: DetectorTrainConfig, progress: Callable[[str], None] | None = None, *, model: Detector | None = None,
           tokenizer=None, show_bar: bool = True) -> dict:
     """Train and write OUT/model (the best epoch by validation F1), OUT/metrics.jsonl, OUT/train_summary.json.
 
@@ -212,7 +151,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     def one_epoch(epoch: int) -> dict:
         torch.manual_seed(cfg.seed * 1000 + epoch)
         rng = np.random.default_rng(cfg.seed * 1000 + epoch)
-        static = cfg.backend is not None
+        static = cfg.runtime is not None
         order = rng.permutation(len(rows)) if static else length_grouped(rng.permutation(len(rows)), rows, cfg.batch, rng)
         prefix = getattr(epochs, "prefix", None)
         noisy = rows if prefix is not None else _noise(rows, tokenizer.sep_token_id, len(tokenizer), cfg.context_noise, rng)
@@ -259,7 +198,7 @@ def train(cfg: TrainConfig, progress: Callable[[str], None] | None = None, *, mo
     return summary
 
 
-def _model_to_train(cfg: TrainConfig, out: Path, identity: dict, store, model, tokenizer):
+def _model_to_train(cfg: DetectorTrainConfig, out: Path, identity: dict, store, model, tokenizer):
     """(resumed checkpoint or None, model, tokenizer): the checkpoint's on --resume, else the given or initial one
     (into an empty or new -o only)."""
     resumed = _check_resume(cfg, out, identity, store) if cfg.resume else None
@@ -275,7 +214,7 @@ def _model_to_train(cfg: TrainConfig, out: Path, identity: dict, store, model, t
     return resumed, model, tokenizer
 
 
-def _encoded(cfg: TrainConfig, tokenizer):
+def _encoded(cfg: DetectorTrainConfig, tokenizer):
     """(train rows, train labels, val rows or None, val labels or None), token ids cut to --max-len."""
     train_ex = load_examples(cfg.data, require_label=True)
     val_ex = load_examples(cfg.val, require_label=True) if cfg.val else None
@@ -285,12 +224,12 @@ def _encoded(cfg: TrainConfig, tokenizer):
     return rows, labels, encode(tokenizer, val_ex, cfg.max_len), np.array([e.label for e in val_ex])
 
 
-def _epoch_runner(cfg: TrainConfig, model, tokenizer, rows, total: int, out: Path, say):
+def _epoch_runner(cfg: DetectorTrainConfig, model, tokenizer, rows, total: int, out: Path, say):
     """Eager PyTorch, or the classifier step as static graphs on --backend; with --train-top-layers the rest frozen."""
     if cfg.train_top_layers is not None:
         n = freeze_below(model, cfg.train_top_layers)
         say(f"training the top {cfg.train_top_layers} layers and the head ({n / 1e6:.1f}M parameters), the rest frozen")
-    if cfg.backend is None:
+    if cfg.runtime is None:
         return EagerEpochs(model, tokenizer, cfg, rows, total, say)
     from .static_train import StaticEpochs
 
@@ -308,8 +247,8 @@ def _start_state(epochs, resumed, metrics: MetricsLog, say) -> dict:
     return state
 
 
-def _steps_per_epoch(cfg: TrainConfig, rows) -> int:
-    if cfg.backend is None:
+def _steps_per_epoch(cfg: DetectorTrainConfig, rows) -> int:
+    if cfg.runtime is None:
         return math.ceil(len(rows) / cfg.batch)
     from .static_train import train_buckets
 

@@ -24,6 +24,7 @@ from torch import nn
 from ..errors import ConfigError, ModelLoadError, UnsupportedArchitecture
 from ..fsio import atomic_write, save_with
 from ..registry import Registry
+from .base import max_positions_of
 from ..task import PROBLEM_TYPES, REGRESSION, SINGLE
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
@@ -178,7 +179,6 @@ def build_classifier(config, state: dict | None, where: Path | str = "") -> HFCl
             raise ModelLoadError(f"{where}: {len(missing)} missing / {len(unexpected)} unexpected weights, e.g. "
                                  f"{(missing + unexpected)[:3]}: is it the right model?")
         task.load_state_dict(state, strict=False)
-    from .detector import max_positions_of
 
     spec = spec_of(config, max_positions_of(config))
     return HFClassifier(task.eval(), spec).eval()

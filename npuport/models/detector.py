@@ -24,6 +24,7 @@ from torch import nn
 from ..errors import ConfigError, ModelLoadError
 from ..fsio import atomic_write, save_with
 from ..registry import Registry
+from .base import max_positions_of
 
 log = logging.getLogger(__name__)
 
@@ -342,11 +343,6 @@ def max_positions(model) -> int:
     return max_positions_of(model.config)
 
 
-def max_positions_of(cfg) -> int:
-    n = getattr(cfg, "max_position_embeddings", None) or 512
-    if cfg.model_type in ("xlm-roberta", "roberta"):
-        n -= 2  # RoBERTa position ids start after padding_idx
-    return int(n)
 # The demo detector: mmBERT's design at a small size - alternating global / sliding-window attention (every
 # third layer global), GeGLU MLP, RoPE - trained by `npuport detector build-demo`. The vocabulary size comes from
 # the tokenizer trained with it.

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import ConfigError, ModelLoadError
+from ..fsio import cache_dir, staged_output
 from ..registry import Registry
 
 SAFE_FILES = {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -59,8 +60,6 @@ def available(name: str) -> tuple[bool, str]:
 
 def pretrained_dir(name: str, cache: Path | None = None) -> Path:
     """The unpacked checkpoint (config.json, model.safetensors, tokenizer) in the cache; unpacked on first use."""
-    from ..detector.demo import cache_dir
-    from ..fsio import staged_output
 
     entry = PRETRAINED.get(name)
     ok, why = available(name)

@@ -4,12 +4,15 @@ A runtime says what it can do through class attributes (its capability flags) an
 
     available() -> (ok, reason)                 reason names the install command when ok is False
     compile(captured, spec, out) -> meta        an encoder artifact: compiled files under `out`, metadata for the manifest
+                                                (`captured` is a CompileInput: the narrow view of a captured model)
     open(directory, manifest) -> Session        a loaded encoder artifact: run(feeds) -> logits
     open_graph(graph) -> Executor               any standard-ONNX graph (training steps, sampling, capture proof):
                                                 run(feeds) -> outputs, run_into(inputs, outputs) without copies
 
 A runtime module imports its SDK inside its functions only, so a missing SDK costs nothing until it is used, and
-then raises BackendUnavailable naming the install command.
+then raises BackendUnavailable naming the install command. This folder imports only the leaves below it (spec,
+errors, fsio, parity, task, manifest): never capture, models or training. What differs between runtimes is a
+capability flag or a method here, so nothing outside this folder branches on a runtime's name.
 """
 
 from __future__ import annotations
@@ -17,20 +20,51 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 
 import numpy as np
 
 from ..errors import BackendUnavailable, ConfigError
-from ..spec import CompileSpec
+from ..spec import CompileSpec, ShapeSpec
 
 if TYPE_CHECKING:
-    from ..manifest import Manifest
-    from ..static.capture import Captured
+    import torch
 
-# What running an artifact means here: real execution (a device), the vendor's simulator of the device, a reference
-# model that runs the exact compiled graph, or nothing (compile only: the artifact is for another machine).
-EXECUTES = ("executes", "simulator", "reference", "compile-only")
+    from ..manifest import Manifest
+    from ..task import Task
+
+Batch = tuple["torch.Tensor", "torch.Tensor"]  # (input_ids, attention_mask), each (B, T) int64
+
+
+class CompileInput(Protocol):
+    """What a runtime compiles an encoder artifact from: the narrow view of a captured model
+    (`static.capture.Captured` satisfies it). Runtimes see files, example inputs and the float reference, never the
+    capture machinery behind them."""
+
+    shapes: ShapeSpec
+    workdir: Path  # where a runtime may write intermediate files
+    static: "torch.nn.Module"  # the adapted, static-graph-safe module (runtimes that compile from torch)
+
+    @property
+    def task(self) -> "Task": ...  # how logits become scores and decisions (int8 gates compare decisions)
+
+    def onnx(self) -> Path: ...  # one ONNX file for every shape (symbolic batch / seq where there are several)
+
+    def moved_onnx(self, path: Path) -> None: ...  # a runtime moved the ONNX files into its artifact
+
+    def exported(self, precision: str = "fp32", dynamic: bool | None = None) -> Any: ...  # torch.export program
+
+    def export(self, module: "torch.nn.Module", example: Batch) -> Any: ...  # strict torch.export of any module
+
+    def example(self, shape: tuple[int, int] | None = None) -> Batch: ...
+
+    def probes(self, shape: tuple[int, int], n: int = 3, seed: int = 0) -> list[Batch]: ...  # distinct inputs
+
+    def calibration_batches(self, shape: tuple[int, int], rows=()) -> list[Batch]: ...  # the user's rows cut to shape
+
+    def reference(self, ids: "torch.Tensor", mask: "torch.Tensor") -> "torch.Tensor": ...  # eager fp32 logits
+
+    def save_source(self, out: Path) -> None: ...  # the model as a Hugging Face directory
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,6 +139,19 @@ class Runtime:
     train_precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
     measures_sensitivity: ClassVar[bool] = False
+    # how `train/` runs a step here: "graph" (the step graphs through open_graph), "eager" (PyTorch itself, on
+    # devices[0]), "mixed" (a 16-bit gradient graph through open_step_graph, the AdamW update in fp32 on the host)
+    step_runner: ClassVar[str] = "graph"
+    default_train: ClassVar[bool] = False  # what `lm train` runs on without --runtime
+    reference: ClassVar[bool] = False  # PyTorch eager: the reference every parity and speed figure is measured against
+    onnx_reference: ClassVar[bool] = False  # the reference ONNX executor: it proves a captured ONNX file equals eager
+    # NPU targets that partition a graph between the accelerator and the host: `npuport check` looks at them by default
+    partitions: ClassVar[bool] = False
+    quantizes_dynamic: ClassVar[bool] = False  # `--quantization dynamic` (int8 weights, activations ranged per call)
+    calibration_methods: ClassVar[tuple[str, ...]] = ("minmax",)  # `--calibration-method` values it honours
+    distributions: ClassVar[tuple[str, ...]] = ()  # PyPI distributions whose versions go beside every figure
+    # parity tolerances that differ from the table's for a precision: {precision: {"logit", "prob", "agreement"}}
+    tolerances: ClassVar[dict[str, dict[str, float]]] = {}
     # what `open` and `open_graph` build: Session(directory, manifest, threads), Executor(graph, threads, device)
     session_class: ClassVar[type | None] = None
     executor_class: ClassVar[type | None] = None
@@ -166,14 +213,14 @@ class Runtime:
                               f"available: {', '.join(self.list_devices()) or '(none)'}")
 
     # -- pre-flight
-    def preflight(self, captured: "Captured", spec: CompileSpec, work: Path) -> dict[str, Any]:
+    def preflight(self, captured: CompileInput, spec: CompileSpec, work: Path) -> dict[str, Any]:
         """Before a long compile: which ops of the captured graph the target places on its accelerator and which fall
         back to the host or fail. Runtimes that execute every op they accept (the CPU ones) say so."""
         return {"verdict": "runs every op of the captured graph (no accelerator partitioning)", "npu_ops": {},
                 "host_ops": {}, "rejected": []}
 
     # -- encoder artifacts
-    def compile(self, captured: "Captured", spec: CompileSpec, out: Path) -> dict[str, Any]:
+    def compile(self, captured: CompileInput, spec: CompileSpec, out: Path) -> dict[str, Any]:
         """Write compiled files under `out`; return runtime metadata for the manifest."""
         raise ConfigError(f"runtime {self.name!r} does not build encoder artifacts")
 
@@ -194,28 +241,10 @@ class Runtime:
         return self.executor_class(graph, threads, device)
 
     # -- training
-    def check_train_precision(self, precision: str | None) -> str:
-        """The precision a training run uses here: the one asked for if this runtime trains in it, else an error
-        naming the runtimes that do; None = this runtime's own (the first of train_precisions)."""
-        if precision is None:
-            return self.train_precisions[0]
-        if precision not in self.train_precisions:
-            from .registry import runtime_names, get_runtime
-
-            can = [n for n in runtime_names(trains=True) if precision in get_runtime(n).train_precisions]
-            raise ConfigError(f"runtime {self.name!r} trains in {', '.join(self.train_precisions)}, not {precision}; "
-                              f"runtimes that train in {precision}: {', '.join(can) or '(none)'}")
-        return precision
-
-    def step_runner(self, model, opt, **kw):
-        """The training-step runner for this runtime: by default the step graph(s) run through open_graph."""
-        if not self.trains:
-            raise ConfigError(f"runtime {self.name!r} cannot run a training step")
-        kw["precision"] = self.check_train_precision(kw.get("precision"))
-        self.require()
-        from ..train.runner import GraphRunner
-
-        return GraphRunner(self, model, opt, **kw)
+    def open_step_graph(self, path: Path) -> tuple[Any, dict]:
+        """`step_runner = "mixed"`: compile the gradient graph at `path` for the accelerator -> (a session with
+        run(None, feeds), the op types left on the host)."""
+        raise ConfigError(f"runtime {self.name!r} has no mixed-precision step graph")
 
 
 def feeds_of(input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:

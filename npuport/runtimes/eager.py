@@ -33,6 +33,11 @@ class EagerRuntime(Runtime):
     description = "PyTorch eager (reference)"
     compiles_from = ("torch",)
     runs_graphs = False  # it runs the module itself, not a captured graph
+    reference = True
+    # bf16: torch.autocast around forward and backward, fp32 master weights and AdamW (PyTorch's mixed precision)
+    train_precisions = ("fp32", "bf16")
+    step_runner = "eager"  # loss.backward() + torch.optim.AdamW on devices[0]: the control run
+    distributions = ("torch", "transformers")
     session_class = EagerSession
 
     def versions(self):
@@ -42,18 +47,8 @@ class EagerRuntime(Runtime):
         return ("fp32", "bf16", "fp16")
 
     def compile(self, captured, spec, out: Path):
-        captured.detector.save_pretrained(out / "model")
+        captured.save_source(out / "model")
         return {"format": "hf-directory"}
-
-
-    # bf16: torch.autocast around forward and backward, fp32 master weights and AdamW (PyTorch's mixed precision)
-    train_precisions = ("fp32", "bf16")
-
-    def step_runner(self, model, opt, **kw):
-        kw["precision"] = self.check_train_precision(kw.get("precision"))
-        from ..train.runner import EagerRunner
-
-        return EagerRunner(model, opt, device="cpu", **kw)
 
 
 @register_runtime
@@ -62,15 +57,9 @@ class EagerCudaRuntime(EagerRuntime):
     description = "PyTorch eager on a CUDA GPU (training control run, fp32 with TF32 off)"
     devices = ("cuda",)
     ports = False
+    reference = False  # the CPU control is the reference; this is the same control on a GPU
 
     def available(self):
         if not torch.cuda.is_available():
             return False, "no CUDA GPU is visible to torch (this torch build or machine has none)"
         return True, "ok"
-
-    def step_runner(self, model, opt, **kw):
-        from ..train.runner import EagerRunner
-
-        kw["precision"] = self.check_train_precision(kw.get("precision"))
-        self.require()
-        return EagerRunner(model, opt, device="cuda", **kw)

@@ -144,7 +144,7 @@ class _Reference:
 
 
 def _load_program(directory: Path, stem: str):
-    from ..static.edgegraph import HostProgram
+    from ._edgegraph import HostProgram
 
     graph = json.loads((directory / f"{stem}.json").read_text())
     tosa = [(directory / d["file"]).read_bytes() for d in graph["delegates"]]
@@ -167,15 +167,13 @@ class EthosUSession(Session):
         return out.float().numpy().astype(np.float32, copy=False)
 
 
-def _quantize(module, example, calib, eu_spec, precision: str):
+def _quantize(export, module, example, calib, eu_spec, precision: str):
     from executorch.backends.arm.quantizer import (EthosUQuantizer, get_symmetric_a16w8_quantization_config,
                                                    get_symmetric_quantization_config)
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
-    from ..static.capture import export_program
-
     # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape
-    m = export_program(module, example, None).module(check_guards=False)
+    m = export(module, example).module(check_guards=False)
     q = EthosUQuantizer(eu_spec)
     q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True) if precision == "int16"
                  else get_symmetric_quantization_config(is_per_channel=True))
@@ -190,14 +188,13 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     from executorch.backends.arm.ethosu import EthosUPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from ..static import calibration, edgegraph
-    from ..static.capture import make_probes
+    from . import _edgegraph as edgegraph
 
     b, t = shape
     eu_spec = _compile_spec(spec.device)
     example = captured.example(shape)
-    calib = calibration.batches(captured.detector, shape, spec.calibration)
-    qm = _quantize(captured.static, example, calib, eu_spec, spec.precision)
+    calib = captured.calibration_batches(shape, spec.calibration)
+    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision)
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
     with _vela_parts(work / f"{b}x{t}") as parts:
@@ -225,10 +222,10 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     run = _load_program(out, f"ethosu_{b}x{t}_host")
     fq, fl = [], []
     with torch.no_grad():
-        for ids, mask in make_probes(captured.detector, b, t, n=3):
+        for ids, mask in captured.probes((b, t), n=3):
             got = run(ids, mask)[0].float()
             fq.append(float((qm(ids, mask).float() - got).abs().max()))
-            fl.append(float((captured.detector(ids, mask).float() - got).abs().max()))
+            fl.append(float((captured.reference(ids, mask) - got).abs().max()))
     vela = [d["vela"] for d in delegates]
     return {
         "partitions": len(delegates), "vela": vela,
@@ -249,6 +246,8 @@ class EthosURuntime(Runtime):
     executes = "reference"
     runs_graphs = False
     trains = False
+    partitions = True
+    distributions = ("executorch", "ethos-u-vela", "tosa-tools")
     session_class = EthosUSession
 
     def available(self):
@@ -279,7 +278,6 @@ class EthosURuntime(Runtime):
         minutes): which ops it tags for the NPU, which it leaves to the host, and its reason for each rejection."""
         from executorch.exir import to_edge_transform_and_lower
 
-        from ..static.capture import make_probes
 
         b, t = spec.shapes.largest
         eu_spec = _compile_spec(spec.device)
@@ -293,7 +291,7 @@ class EthosURuntime(Runtime):
         try:
             with warnings.catch_warnings(), _quiet():
                 warnings.simplefilter("ignore")
-                qm = _quantize(captured.static, example, make_probes(captured.detector, b, t), eu_spec, spec.precision)
+                qm = _quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
                 ep = torch.export.export(qm, tuple(example), strict=True)
                 dry = _DryPartitioner(eu_spec)
                 to_edge_transform_and_lower(ep, partitioner=[dry])

@@ -25,7 +25,7 @@ from ..fsio import atomic_path
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
 
-TARGET = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+TARGET = ["--iree-hal-target-runtimes=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
 # Data tiling packs matmul operands into the target's native tile layout: faster LM steps here
 # (benchmarks/iree_flags.py). When a graph does not compile with it, it is compiled without (and the manifest says so).
 FAST = ["--iree-opt-data-tiling"]
@@ -167,6 +167,7 @@ class IreeRuntime(Runtime):
     install_hint = 'pip install "npuport[iree]"  (iree-base-compiler and iree-base-runtime)'
     description = "IREE (MLIR AOT compiler) -> llvm-cpu VM flatbuffers, local-task driver"
     compiles_from = ("onnx",)
+    distributions = ("iree-base-compiler", "iree-base-runtime")
     session_class = IreeSession
     executor_class = IreeExecutor
 

@@ -111,6 +111,11 @@ class OnnxRuntime(Runtime):
     description = "ONNX Runtime (CPU EP; CUDA / TensorRT EPs when present)"
     compiles_from = ("onnx",)
     default_port = True
+    default_train = True
+    onnx_reference = True  # the ONNX reference executor: it proves every captured ONNX file
+    quantizes_dynamic = True
+    calibration_methods = ("minmax", "percentile", "entropy")
+    distributions = ("onnx", "onnxscript", "onnxruntime")
     session_class = OrtSession
     executor_class = OrtExecutor
 
@@ -157,7 +162,7 @@ def _int8(captured, spec, src: Path, out: Path) -> dict:
         quantize_dynamic(str(src), str(out / "model.onnx"), weight_type=QuantType.QInt8, use_external_data_format=True,
                          extra_options={"MatMulConstBOnly": True})
         return {"quantization": "dynamic int8 (MatMul weights; activations quantised per call)"}
-    from ..static import quantize
+    from . import _quantize as quantize
 
     feeds = quantize.calibration_feeds(captured, spec)
     method = spec.options.get("calibration_method", "minmax")
@@ -176,10 +181,9 @@ def _sensitivity(captured, src: Path, feeds: list[dict], method: str) -> dict:
 
     import onnxruntime as ort
 
-    from ..static import quantize
-    from ..task import Task
+    from . import _quantize as quantize
 
-    task = Task.from_spec(captured.detector.spec.to_json())
+    task = captured.task
 
     def outputs(path):
         s = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])

@@ -127,6 +127,7 @@ class OpenVinoRuntime(Runtime):
     # bf16: the gradient graph at OpenVINO's bf16 hint (native on AVX512-BF16/AMX; elsewhere the plugin stays in f32
     # and the runner records that), the AdamW update graph pinned to f32
     train_precisions = ("fp32", "bf16")
+    distributions = ("openvino", "nncf")
     session_class = OvSession
     executor_class = OvExecutor
 
@@ -198,7 +199,7 @@ def _nncf_int8(model, captured, spec):
     """NNCF post-training quantisation (transformer preset: softmax and norms stay float, MatMuls go int8) calibrated
     on the same rows as every other runtime's int8."""
     from ..errors import BackendUnavailable
-    from ..static.quantize import calibration_feeds
+    from ._quantize import calibration_feeds
 
     try:
         import nncf
@@ -206,7 +207,7 @@ def _nncf_int8(model, captured, spec):
         raise BackendUnavailable("openvino int8 needs NNCF: pip install nncf") from None
     import logging
 
-    from ..static.quantize import resolve_keep
+    from ._quantize import resolve_keep
 
     groups = _ov_groups(model)
     keep, by_default = resolve_keep(spec.options, dict.fromkeys(groups))
@@ -237,10 +238,9 @@ def _nncf_sensitivity(nncf, model, feeds: list[dict], groups: list[str], capture
     with the float IR on the calibration rows, as ONNX Runtime's runtime does with its QDQ graphs."""
     import openvino as ov
 
-    from ..static.quantize import agreement
-    from ..task import Task
+    from ._quantize import agreement
 
-    core, task = ov.Core(), Task.from_spec(captured.detector.spec.to_json())
+    core, task = ov.Core(), captured.task
 
     def outputs(m):
         with signal_stack_kept():

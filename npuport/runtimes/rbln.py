@@ -47,6 +47,7 @@ class RblnRuntime(Runtime):
     devices = ("npu",)
     runs_graphs = False  # the SDK compiles torch modules; training steps are not wired to it
     trains = False
+    distributions = ("rebel-compiler",)
     session_class = RblnSession
     description = "Rebellions ATOM NPU (vendor SDK, optional)"
 

@@ -7,6 +7,7 @@ import logging
 from importlib import metadata
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..registry import Registry
 from .base import Runtime
 
@@ -59,10 +60,41 @@ def get_runtime(name: str) -> Runtime:
     return RUNTIMES.get(name)
 
 
-def runtime_names(*, ports: bool | None = None, trains: bool | None = None, runs_graphs: bool | None = None,
-                  default_port: bool | None = None) -> list[str]:
-    """Registered runtime names, filtered by capability flags (None = any)."""
+def runtime_names(**flags) -> list[str]:
+    """Registered runtime names whose capability flags equal the values given (e.g. ports=True, trains=True)."""
     _all()
-    wanted = {"ports": ports, "trains": trains, "runs_graphs": runs_graphs, "default_port": default_port}
-    return [n for n in RUNTIMES.names()
-            if all(want is None or getattr(RUNTIMES.get(n), flag) == want for flag, want in wanted.items())]
+    return [n for n in RUNTIMES.names() if all(getattr(RUNTIMES.get(n), f) == want for f, want in flags.items())]
+
+
+def _the(flag: str) -> str:
+    names = runtime_names(**{flag: True})
+    if not names:
+        raise ConfigError(f"no registered runtime declares {flag}; known: {', '.join(runtime_names())}")
+    return names[0]
+
+
+def reference_runtime() -> str:
+    """PyTorch eager: what every parity and speed figure is measured against."""
+    return _the("reference")
+
+
+def onnx_reference() -> str:
+    """The reference ONNX executor, which proves a captured ONNX file equals eager."""
+    return _the("onnx_reference")
+
+
+def default_train_runtime() -> str:
+    return _the("default_train")
+
+
+def train_precision(name: str, precision: str | None) -> str:
+    """The precision a training run on `name` uses: the one asked for if that runtime trains in it, else an error
+    naming the runtimes that do; None = the runtime's own (the first of its train_precisions)."""
+    rt = get_runtime(name)
+    if precision is None:
+        return rt.train_precisions[0]
+    if precision not in rt.train_precisions:
+        can = [n for n in runtime_names(trains=True) if precision in get_runtime(n).train_precisions]
+        raise ConfigError(f"runtime {name!r} trains in {', '.join(rt.train_precisions)}, not {precision}; "
+                          f"runtimes that train in {precision}: {', '.join(can) or '(none)'}")
+    return precision

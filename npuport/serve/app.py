@@ -34,7 +34,7 @@ LOOPBACK = ("127.0.0.1", "localhost", "::1")
 @dataclass(frozen=True, kw_only=True)
 class ServeConfig:
     artifact_dir: str
-    backend: str | None = None
+    runtime: str | None = None
     host: str = "127.0.0.1"
     port: int = 8000
     max_batch: int = 8
@@ -122,13 +122,13 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None):
 
     # The artifact decides the API: the detector judges {persona, user?, reply} at /v1/detect, a stock classifier
     # reads {text, text_pair?} at /v1/classify. Read from the manifest now; the engine loads in the lifespan.
-    is_detector = engine.task.is_detector if engine else read_manifest(select_artifact(cfg.artifact_dir, cfg.backend)).task.is_detector
+    is_detector = engine.task.is_detector if engine else read_manifest(select_artifact(cfg.artifact_dir, cfg.runtime)).task.is_detector
     metrics = _Metrics()
     state: dict = {"ready": False}
 
     @asynccontextmanager
     async def lifespan(app):
-        state["engine"] = engine or Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
+        state["engine"] = engine or Engine(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
                                            allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
         state["engine"].warm_up()
         state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, metrics.on_batch,
@@ -258,6 +258,6 @@ def serve(cfg: ServeConfig) -> None:
     import uvicorn
 
     # fail fast, before binding: hashes, parity, tokenizer
-    engine = Engine(cfg.artifact_dir, cfg.backend, cfg.threshold, cfg.truncate, cfg.reject_long,
+    engine = Engine(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
                     allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
     uvicorn.run(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=30)

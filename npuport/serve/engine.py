@@ -52,23 +52,23 @@ def check_verified(manifest, where) -> None:
                                  "overrides)")
 
 
-def select_artifact(artifact_dir: str, backend: str | None = None) -> Path:
-    """The artifact `serve` answers from: the first under artifact_dir, or the first of runtime `backend`."""
+def select_artifact(artifact_dir: str, runtime: str | None = None) -> Path:
+    """The artifact `serve` answers from: the first under artifact_dir, or the first of `runtime`."""
     arts = find_artifacts(artifact_dir)
-    if backend:
-        arts = [a for a in arts if read_manifest(a).runtime.name == backend]
+    if runtime:
+        arts = [a for a in arts if read_manifest(a).runtime.name == runtime]
         if not arts:
-            raise ConfigError(f"no {backend!r} artifact under {artifact_dir}")
+            raise ConfigError(f"no {runtime!r} artifact under {artifact_dir}")
     return Path(arts[0])
 
 
 class Engine:
-    def __init__(self, artifact_dir: str, backend: str | None = None, threshold: float | None = None,
+    def __init__(self, artifact_dir: str, runtime: str | None = None, threshold: float | None = None,
                  truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False,
                  require_signature: str | None = None):
         if truncate not in ("head", "tail"):
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
-        art = select_artifact(artifact_dir, backend)
+        art = select_artifact(artifact_dir, runtime)
         self.artifact = art
         manifest = read_manifest(art)
         if require_signature:

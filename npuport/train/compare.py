@@ -10,16 +10,17 @@ import torch
 
 from ..errors import ConfigError
 from ..fsio import save_with
+from ..runtimes import REFERENCE
 from .data import Batches, CharVocab, encode_documents, read_documents
-from .loop import TrainConfig, evaluate, latest_checkpoint, load_run_model, read_metrics, read_run
+from .loop import LMTrainConfig, evaluate, latest_checkpoint, load_run_model, read_metrics, read_run
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> dict:
     """Run A is the reference (usually eager). Curves are aligned on the steps both runs logged."""
     a_info, b_info = read_run(run_a), read_run(run_b)
-    ia = TrainConfig.from_json(a_info["config"]).identity()
-    ib = TrainConfig.from_json(b_info["config"]).identity()
-    differs = sorted(k for k in ia if k != "backend" and ia[k] != ib[k])
+    ia = LMTrainConfig.from_json(a_info["config"]).identity()
+    ib = LMTrainConfig.from_json(b_info["config"]).identity()
+    differs = sorted(k for k in ia if k not in ("runtime", "backend") and ia[k] != ib[k])
     ma = {m["step"]: m for m in read_metrics(run_a)}
     mb = {m["step"]: m for m in read_metrics(run_b)}
     steps = sorted(set(ma) & set(mb))
@@ -32,7 +33,7 @@ def compare_runs(run_a: str | Path, run_b: str | Path) -> dict:
     tps = lambda m: float(np.median([m[s]["tokens_per_s"] for s in steps[min(5, len(steps) // 10):]]))  # noqa: E731
     out = {
         "run_a": str(run_a), "run_b": str(run_b),
-        "backend_a": a_info["config"]["backend"], "backend_b": b_info["config"]["backend"],
+        "backend_a": _runtime_of(a_info), "backend_b": _runtime_of(b_info),
         "config_differs": differs, "steps_compared": len(steps),
         "pearson": pearson, "max_abs_loss_diff": float(d.max()), "mean_abs_loss_diff": float(d.mean()),
         "max_rel_loss_diff": float((d / np.maximum(np.abs(la), 1e-12)).max()),
@@ -92,22 +93,22 @@ def eval_run(run: str | Path, corpus: str | Path, corpus_format: str = "auto", b
             "unknown_characters": unknown, "val_loss": loss, "bpc": loss / math.log(2)}
 
 
-def sample_backends() -> list[str]:
+def sample_runtimes() -> list[str]:
     """eager, plus every runtime that runs standard-ONNX graphs (from the registry)."""
     from ..runtimes import runtime_names
 
-    return ["eager", *runtime_names(runs_graphs=True)]
+    return [REFERENCE, *runtime_names(runs_graphs=True)]
 
 
 @torch.no_grad()
 def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: float = 0.8, seed: int = 0,
-           backend: str = "eager", top_k: int | None = None) -> str:
+           runtime: str = REFERENCE, top_k: int | None = None) -> str:
     """Autoregressive sampling with a fixed window of the run's seq_len.
 
-    The static-graph backend runs one [1, seq_len] forward graph: the prompt is right-padded and the next
+    A static-graph runtime runs one [1, seq_len] forward graph: the prompt is right-padded and the next
     character is read at the last real position (causal attention makes the padding invisible to it)."""
-    if backend not in sample_backends():
-        raise ConfigError(f"sampling backend {backend!r}: choose one of {', '.join(sample_backends())}")
+    if runtime not in sample_runtimes():
+        raise ConfigError(f"--runtime {runtime!r} cannot sample: choose one of {', '.join(sample_runtimes())}")
     if temperature < 0:
         raise ConfigError(f"--temperature {temperature}: must be >= 0 (0 = greedy)")
     if tokens < 1:
@@ -117,7 +118,7 @@ def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: floa
         raise ConfigError("--prompt is empty; give at least one character")
     ids = list(vocab.encode(prompt, policy="error"))  # characters outside the vocabulary: clear DataError
     T = cfg.seq_len
-    forward = _forward_fn(model, backend, T, Path(run))
+    forward = _forward_fn(model, runtime, T, Path(run))
     gen = torch.Generator().manual_seed(seed)
     for _ in range(tokens):
         window = ids[-T:]
@@ -134,12 +135,12 @@ def sample(run: str | Path, prompt: str, *, tokens: int = 300, temperature: floa
     return vocab.decode(ids)
 
 
-def _forward_fn(model, backend: str, T: int, run: Path):
-    if backend == "eager":
+def _forward_fn(model, name: str, T: int, run: Path):
+    if name == REFERENCE:
         return lambda w: model(torch.tensor([w]))[0, -1].float()
     from ..runtimes import Graph, get_runtime
 
-    runtime = get_runtime(backend)
+    runtime = get_runtime(name)
     runtime.require()
     # One [1, T] forward graph per checkpoint, cached in the run (keyed by the weights' step) and reused by later calls.
     step = latest_checkpoint(run)[0]
@@ -159,3 +160,8 @@ def _forward_fn(model, backend: str, T: int, run: Path):
         return torch.from_numpy(np.asarray(ex.run({"x": buf})[0])[0, len(w) - 1])
 
     return fwd
+
+
+def _runtime_of(info: dict) -> str:
+    cfg = info["config"]
+    return cfg.get("runtime") or cfg["backend"]  # runs written before the field was named runtime say backend

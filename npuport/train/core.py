@@ -23,6 +23,8 @@ from ..errors import DataError
 from ..fsio import fsync_tree, fsync_dir, write_lines_atomic
 from ..ui import StepBar
 
+CKPT_DIR = "checkpoints"  # a run's checkpoints, under its output directory (LM, detector, distributed)
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 

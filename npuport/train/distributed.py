@@ -39,10 +39,11 @@ from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
 from .data import Batches, CharVocab
 from .core import CheckpointStore, MetricsLog, load_params, run_loop
-from .loop import (CKPT_DIR, TrainConfig, evaluate, load_corpus, lr_at, model_config, prepare_run, read_metrics, read_run,
+from .core import CKPT_DIR
+from .loop import (LMTrainConfig, evaluate, load_corpus, lr_at, model_config, prepare_run, read_metrics, read_run,
                    save_checkpoint)
 from .loop import checkpoints as model_checkpoints
-from .runner import open_step_runner
+from .select import open_step_runner
 
 SYNCS = ("allreduce", "diloco")
 COMMIT = "COMMIT"
@@ -129,7 +130,7 @@ def worker(cfg_json: dict, dcfg_json: dict, run: str, resume: bool) -> None:
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    cfg = TrainConfig.from_json(cfg_json)
+    cfg = LMTrainConfig.from_json(cfg_json)
     dcfg = DistConfig(**dcfg_json)
     run = Path(run)
     # A bounded timeout: after a lost worker, a rank whose first reconnect is refused fails within minutes and the
@@ -158,7 +159,7 @@ def _round_store(rank: int, world: int, timeout: datetime.timedelta):
     return PrefixStore(f"npuport/{round_id}/", store)
 
 
-def _prepare_on_rank0(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, world: int, restart: int) -> None:
+def _prepare_on_rank0(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool, world: int, restart: int) -> None:
     """Under torchrun (no local launcher did it), rank 0 prepares the run directory, or checks a resumed one."""
     launched = "NPUPORT_LAUNCHED" in os.environ
     if restart == 0 and not resume and (run / "run.json").is_file() and not launched:
@@ -236,11 +237,11 @@ class _Sync:
                 "bytes_sent": torch.tensor(self.bytes_sent, dtype=torch.int64)}
 
 
-def _open_runner(cfg: TrainConfig, dcfg: DistConfig, model, run: Path, rank: int, shard: int, dist):
+def _open_runner(cfg: LMTrainConfig, dcfg: DistConfig, model, run: Path, rank: int, shard: int, dist):
     """Every rank runs the same graph: rank 0 exports it into graphs/ first, the others then reuse that file (a file
     whose key or hash does not match is exported again). Compiled forms (AOTInductor packages) stay per rank."""
     def make():
-        return open_step_runner(cfg.backend, model, cfg.optim, batch=shard, seq_len=cfg.seq_len,
+        return open_step_runner(cfg.runtime, model, cfg.optim, batch=shard, seq_len=cfg.seq_len,
                                 form="split" if dcfg.sync == "allreduce" else "fused", gather_free=cfg.npu_friendly,
                                 workdir=run / "graphs", compiled_dir=run / "graphs" / f"rank_{rank}", threads=1,
                                 precision=cfg.precision)
@@ -250,7 +251,7 @@ def _open_runner(cfg: TrainConfig, dcfg: DistConfig, model, run: Path, rank: int
     return runner or make()
 
 
-def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
+def _worker(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
     if cfg.batch % world:
@@ -325,7 +326,7 @@ def _worker(cfg: TrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist) -
                             n_params=count_parameters(model))
 
 
-def _write_run_manifest(run: Path, runtime_info: dict, cfg: TrainConfig, dcfg: DistConfig, world: int, *, start: int,
+def _write_run_manifest(run: Path, runtime_info: dict, cfg: LMTrainConfig, dcfg: DistConfig, world: int, *, start: int,
                         restart: int, bytes_sent: int, param_bytes: int, wall_s: float, n_params: int) -> None:
     """Rank 0's summary of a finished distributed run (what `lm compare` and the benchmarks read)."""
     ms = read_metrics(run)
@@ -374,7 +375,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(cfg: TrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool = False) -> dict:
+def launch(cfg: LMTrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool = False) -> dict:
     """Start `dcfg.workers` local ranks under torch's elastic agent; returns rank 0's manifest."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 

@@ -24,24 +24,24 @@ import torch
 
 from ..fsio import save_with, write_json_atomic
 from ..machine import machine, peak_rss_mb, versions
+from ..runtimes import REFERENCE, train_precision
 from ..ui import StepBar
 from ..errors import ConfigError, DataError
 from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
 from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
-from .core import CheckpointStore, MetricsLog, load_params, run_loop
-from .runner import open_step_runner, training_runtimes
+from .core import CKPT_DIR, CheckpointStore, MetricsLog, load_params, run_loop
+from .select import open_step_runner, training_runtimes
 from .step import FORMS, OptimConfig
 
 RUN_FORMAT = 1
-CKPT_DIR = "checkpoints"
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainConfig:
+class LMTrainConfig:
     corpus: str = "demo"  # a path, or "demo" for the embedded stories
     corpus_format: str = "auto"
     preset: str = "small"
-    backend: str = "eager"
+    runtime: str = REFERENCE
     steps: int = 500
     batch: int = 16
     seq_len: int = 128
@@ -73,14 +73,12 @@ class TrainConfig:
         if self.corpus_format not in FORMATS:
             raise ConfigError(f"--corpus-format {self.corpus_format!r}: choose one of {', '.join(FORMATS)}")
         known = training_runtimes()
-        if self.backend not in known:
-            raise ConfigError(f"--backend {self.backend!r} cannot train; runtimes that can: {', '.join(known)}")
-        from ..runtimes import get_runtime
-
-        object.__setattr__(self, "precision", get_runtime(self.backend).check_train_precision(self.precision))
+        if self.runtime not in known:
+            raise ConfigError(f"--runtime {self.runtime!r} cannot train; runtimes that can: {', '.join(known)}")
+        object.__setattr__(self, "precision", train_precision(self.runtime, self.precision))
 
     def identity(self) -> dict:
-        """What must match to resume or to compare runs step for step (threads and backend may differ)."""
+        """What must match to resume or to compare runs step for step (threads may differ)."""
         d = asdict(self)
         d.pop("threads")
         d.pop("keep_checkpoints")
@@ -90,19 +88,21 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict) -> "TrainConfig":
+    def from_json(cls, d: dict) -> "LMTrainConfig":
         d = dict(d)
+        if "backend" in d:  # runs written before the field was named runtime
+            d["runtime"] = d.pop("backend")
         d["optim"] = OptimConfig(**d.get("optim", {}))
         d.setdefault("keep_checkpoints", 3)
         return cls(**d)
 
 
-def model_config(cfg: TrainConfig, vocab_size: int) -> LMConfig:
+def model_config(cfg: LMTrainConfig, vocab_size: int) -> LMConfig:
     """The run's model: the preset at the corpus's vocabulary, positions sized to the training sequence."""
     return preset_config(cfg.preset, vocab_size, max_seq_len=max(cfg.seq_len, 8))
 
 
-def lr_at(cfg: TrainConfig, step: int) -> float:
+def lr_at(cfg: LMTrainConfig, step: int) -> float:
     """Linear warmup to `lr` over `warmup` steps, then cosine to `lr * min_lr_ratio` at `steps` (step is 1-based)."""
     if cfg.warmup and step <= cfg.warmup:
         return cfg.lr * step / cfg.warmup
@@ -122,7 +122,7 @@ class Corpus:
     path: str
 
 
-def load_corpus(cfg: TrainConfig, vocab: CharVocab | None = None) -> Corpus:
+def load_corpus(cfg: LMTrainConfig, vocab: CharVocab | None = None) -> Corpus:
     path = DEMO_CORPUS if cfg.corpus == "demo" else Path(cfg.corpus)
     docs = read_documents(path, cfg.corpus_format)
     vocab = vocab or CharVocab.build(docs)
@@ -191,9 +191,9 @@ def read_metrics(run: Path) -> list[dict]:
 
 
 def load_run_model(run: Path, step: int | None = None):
-    """(model with the run's latest (or given) checkpoint, vocab, TrainConfig)."""
+    """(model with the run's latest (or given) checkpoint, vocab, LMTrainConfig)."""
     info = read_run(run)
-    cfg = TrainConfig.from_json(info["config"])
+    cfg = LMTrainConfig.from_json(info["config"])
     mcfg = LMConfig.from_json(info["model"])
     vocab = CharVocab.from_json(json.loads((Path(run) / "vocab.json").read_text()))
     model = build_lm(mcfg, seed=cfg.seed)
@@ -233,7 +233,7 @@ class TrainResult:
     manifest: dict
 
 
-def prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg: LMConfig) -> dict:
+def prepare_run(run: Path, cfg: LMTrainConfig, resume: bool, corpus: Corpus, mcfg: LMConfig) -> dict:
     """A new run directory (refusing a non-empty one), or the checks a resume must pass (config, corpus)."""
     info = {
         "npuport_run": RUN_FORMAT, "config": cfg.to_json(), "model": mcfg.to_json(),
@@ -244,7 +244,7 @@ def prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg:
     existing = run / "run.json"
     if resume:
         old = read_run(run)
-        old_cfg = TrainConfig.from_json(old["config"]).identity()
+        old_cfg = LMTrainConfig.from_json(old["config"]).identity()
         diff = sorted(k for k in old_cfg if old_cfg[k] != cfg.identity()[k])
         if diff:
             pairs = ", ".join(f"{k}: run has {old_cfg[k]!r}, asked {cfg.identity()[k]!r}" for k in diff)
@@ -264,7 +264,7 @@ def prepare_run(run: Path, cfg: TrainConfig, resume: bool, corpus: Corpus, mcfg:
     return info
 
 
-def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
+def train(cfg: LMTrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
           on_step: Callable[[dict], None] | None = None) -> TrainResult:
     run = Path(run)
     corpus, mcfg = _corpus_and_model_config(cfg, run, resume)
@@ -278,7 +278,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
 
     t0 = time.perf_counter()
     runner = open_step_runner(
-        cfg.backend, model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
+        cfg.runtime, model, cfg.optim, batch=cfg.batch, seq_len=cfg.seq_len, form=cfg.form, gather_free=cfg.npu_friendly,
         workdir=run / "graphs", threads=threads, precision=cfg.precision,
     )
     setup_s = time.perf_counter() - t0
@@ -329,7 +329,7 @@ def train(cfg: TrainConfig, run: str | Path, *, resume: bool = False, progress: 
                    n_params=count_parameters(model), corpus=info["corpus"])
 
 
-def _finish(run: Path, cfg: TrainConfig, runner, history: list[dict], tps: float, **facts) -> TrainResult:
+def _finish(run: Path, cfg: LMTrainConfig, runner, history: list[dict], tps: float, **facts) -> TrainResult:
     """The run's manifest (what ran, on what, how fast, to what loss), written atomically, and the result."""
     loss = history[-1]["loss"] if history else float("nan")
     val_loss = next((r["val_loss"] for r in reversed(history) if "val_loss" in r), None)
@@ -359,7 +359,7 @@ def _restore(store, runner, names, metrics: MetricsLog) -> int:
     return start
 
 
-def _corpus_and_model_config(cfg: TrainConfig, run: Path, resume: bool):
+def _corpus_and_model_config(cfg: LMTrainConfig, run: Path, resume: bool):
     """On --resume the run's own vocabulary and model config (the corpus is checked against them), else new ones."""
     vocab = None
     if resume and (run / "vocab.json").is_file():
@@ -370,7 +370,7 @@ def _corpus_and_model_config(cfg: TrainConfig, run: Path, resume: bool):
     return corpus, model_config(cfg, corpus.vocab.size)
 
 
-def _initial_model(cfg: TrainConfig, mcfg: LMConfig):
+def _initial_model(cfg: LMTrainConfig, mcfg: LMConfig):
     """The seeded init; --init-jitter scales every weight by (1 + jitter * N(0, 1)) (the fp32 noise-floor run)."""
     model = build_lm(mcfg, seed=cfg.seed)
     if cfg.init_jitter:
@@ -383,5 +383,5 @@ def _initial_model(cfg: TrainConfig, mcfg: LMConfig):
 
 
 
-__all__ = ["TrainConfig", "train", "lr_at", "load_corpus", "load_run_model", "read_metrics", "read_run",
+__all__ = ["LMTrainConfig", "train", "lr_at", "load_corpus", "load_run_model", "read_metrics", "read_run",
            "evaluate", "model_config"]

@@ -5,8 +5,8 @@ Every runner holds the training state (params, Adam moments) and offers
     grad(*batch) -> (loss, grads) / apply(grads, t, lr) the split form, for data-parallel all-reduce
     get_state() / set_state(...)                    torch tensors, for checkpoints and evaluation
 
-Which runner a runtime uses is the runtime's business (`Runtime.step_runner`): the eager runtime returns
-EagerRunner, graph runtimes the GraphRunner below, which exports the step graph(s) to standard ONNX once and runs
+Which runner a runtime gets is a capability flag of the runtime (`Runtime.step_runner`, read in train/select.py): the
+eager runtime gets EagerRunner, graph runtimes the GraphRunner below, which exports the step graph(s) to standard ONNX once and runs
 them through `runtime.open_graph(...)` (sessions are built in the runtime's own file). It keeps two state buffers
 and swaps them each step: outputs are written straight into the buffers the next step reads (`run_into`).
 
@@ -27,27 +27,12 @@ import torch
 
 from ..errors import BackendUnavailable, ConfigError
 from ..fsio import write_json_atomic
+from ..runtimes import Graph
+from ..spec import TRAIN_PRECISIONS
 from .capture import GATHER_LIKE, GATHER_LIKE_ATEN, export_step_onnx, fx_op_types, trace_step
 from .step import FORMS, OptimConfig, StepFunctions, eager_optimizer
 
 
-# fp32: every op in fp32. bf16: mixed precision as GPUs train (and as an NPU that computes in 16 bits must):
-# forward and backward in bf16, the gradients returned in fp32, master weights, Adam moments and the update in fp32.
-# bf16 keeps fp32's exponent range, so unlike fp16 (qnn's HTP: train/mixed.py) it needs no loss scaling.
-PRECISIONS = ("fp32", "bf16", "fp16")
-
-
-def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> "StepRunner":
-    """The runner for `runtime` (a registered runtime name): ask the registry, never a second list."""
-    from ..runtimes import get_runtime
-
-    return get_runtime(runtime).step_runner(model, opt, **kw)
-
-
-def training_runtimes() -> list[str]:
-    from ..runtimes import runtime_names
-
-    return runtime_names(trains=True)
 
 
 class StepRunner:
@@ -59,8 +44,8 @@ class StepRunner:
                  precision: str = "fp32"):
         if form not in FORMS:
             raise ConfigError(f"step form {form!r}: choose one of {', '.join(FORMS)}")
-        if precision not in PRECISIONS:
-            raise ConfigError(f"training precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+        if precision not in TRAIN_PRECISIONS:
+            raise ConfigError(f"training precision {precision!r}: choose one of {', '.join(TRAIN_PRECISIONS)}")
         self.precision = precision
         self.model, self.opt, self.batch, self.seq_len = model, opt, batch, seq_len
         self.seq_lens = tuple(seq_lens or (seq_len,))  # one graph per length (a classifier's buckets)
@@ -101,8 +86,8 @@ class StepRunner:
 class EagerRunner(StepRunner):
     """The control: the model in eager PyTorch, `loss.backward()`, `clip_grad_norm_`, `torch.optim.AdamW`."""
 
-    def __init__(self, model, opt, *, device: str = "cpu", **kw):
-        self.name = "eager" if device == "cpu" else f"eager-{device}"
+    def __init__(self, model, opt, *, name: str, device: str = "cpu", **kw):
+        self.name = name
         super().__init__(model, opt, **kw)
         self.device = device
         if self.threads:
@@ -191,7 +176,6 @@ class GraphRunner(StepRunner):
         super().__init__(model, opt, **kw)
         if self.workdir is None:
             raise ConfigError(f"the {self.name} runtime needs a work directory for its step graphs")
-        from ..runtimes import Graph
 
         kinds = ["fused"] if self.form == "fused" else ["grad", "update"]
         # one graph per (kind, length); the update graph does not depend on the length: one for all

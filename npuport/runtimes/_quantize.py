@@ -1,4 +1,4 @@
-"""Static (calibrated) quantisation of a captured ONNX graph, shared by every runtime that compiles from ONNX.
+"""Static (calibrated) quantisation of a captured ONNX graph, shared by the runtimes that compile from ONNX.
 
 Static int8 fixes each activation's range ahead of time from calibration rows (`--calibration-data`, else
 `--eval-data`). Three things decide whether it keeps the detector's decisions, and each lives here once:
@@ -16,13 +16,10 @@ import logging
 import re
 from pathlib import Path
 
-import numpy as np
 
 from ..errors import ConfigError
-
-CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
-# Group names `--keep-fp32` takes besides layer.N (N = a transformer layer index)
-NAMED_GROUPS = ("embeddings", "attention", "head", "ffn_out")
+from ..parity import agreement  # noqa: F401  (runtimes gate their graphs with it)
+from ..spec import CALIBRATION_METHODS
 _LAYER = re.compile(r"\.layers?\.(\d+)$|\.layer\.(\d+)$")
 # ffn_out: the feed-forward down-projection of every layer, by its module name in each family (BERT / RoBERTa /
 # MiniLM / XLM-R / DeBERTa: layer.N.output.dense; ModernBERT / mmBERT: mlp.Wo; DistilBERT: ffn.lin2; Llama-style:
@@ -50,10 +47,8 @@ class CalibrationReader:
 
 def calibration_feeds(captured, spec) -> list[dict]:
     """The calibration rows as ONNX feeds, cut to every compiled shape."""
-    from . import calibration
-
     return [{"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-            for shape in spec.shapes.shapes() for ids, mask in calibration.batches(captured.detector, shape, spec.calibration)]
+            for shape in spec.shapes.shapes() for ids, mask in captured.calibration_batches(shape, spec.calibration)]
 
 
 def _scopes(node) -> list[str]:
@@ -209,11 +204,3 @@ def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minm
     return {"quantization": f"static QDQ: MatMul/Gemm inputs (outputs stay float), weights {weight} per channel, "
                             f"activations {activation} ({method} calibration)", "calibration_method": method,
             "kept_fp32": list(keep_fp32), "calibration_batches": len(feeds)}
-
-
-def agreement(ref: np.ndarray, got: np.ndarray, task) -> tuple[float, float]:
-    """(decision agreement, max |Δlogit|) of two logit arrays."""
-    from ..verify import compare
-
-    f = compare(ref, got, task)
-    return f["decision_agreement"], f["max_abs_logit_diff"]

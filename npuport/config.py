@@ -1,0 +1,122 @@
+"""The configs of the library surface (api.py): one frozen dataclass per stage, validated on construction, before
+anything is written. The stages (porting.py, api.py) import them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import ConfigError
+from .latency import COMPARISONS
+from .models.detector import PRESETS, Detector, build_preset, load_detector
+from .proof import CAPTURE_METHODS
+from .runtimes import REFERENCE, runtime_names
+from .spec import QuantOptions, ShapeSpec
+from .static.banded import ATTENTION_FORMS
+
+if TYPE_CHECKING:
+    from .models.classifier import HFClassifier
+
+DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # from the registry's flags, not a second list
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelSource:
+    model_dir: str | None = None
+    preset: str | None = None
+    random_init: bool = False
+    seed: int = 0
+    new_head: bool = False  # a plain backbone directory: start a random detector head (never silently)
+
+    def __post_init__(self):
+        if (self.model_dir is None) == (self.preset is None):
+            raise ConfigError("give exactly one of MODEL_DIR or --preset NAME")
+        if self.preset is not None:
+            PRESETS.get(self.preset)  # raises, listing the known presets
+            if not self.random_init:
+                raise ConfigError(
+                    f"preset {self.preset!r} has no weights here (nothing is downloaded); add --random-init to build "
+                    "it from its published config, or give a local model directory"
+                )
+
+    def load(self) -> Detector | HFClassifier:
+        """A detector, or a stock Hugging Face *ForSequenceClassification kept as it is."""
+        if self.preset is not None:
+            return build_preset(self.preset, seed=self.seed)
+        return load_detector(self.model_dir, new_head=self.new_head)
+
+    def describe(self, model: Detector, fingerprint: str) -> dict:
+        base = {"model_type": model.model_type, "sha256": fingerprint,
+                "parameters": sum(p.numel() for p in model.parameters())}
+        if self.preset is not None:
+            return {"kind": "preset", "preset": self.preset, "random_init": True, "seed": self.seed, **base}
+        head = {"new_head": True} if self.new_head else {}
+        return {"kind": "dir", "path": str(Path(self.model_dir).resolve()), **head, **base}
+
+    @classmethod
+    def from_manifest(cls, source: dict) -> "ModelSource":
+        if source.get("kind") == "preset":
+            return cls(preset=source["preset"], random_init=True, seed=source.get("seed", 0))
+        return cls(model_dir=source["path"], new_head=bool(source.get("new_head")))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PortConfig:
+    source: ModelSource
+    out: str
+    runtimes: tuple[str, ...] = DEFAULT_PORT_RUNTIMES
+    shapes: ShapeSpec = field(default_factory=ShapeSpec)
+    precision: str | None = None  # None: each runtime's default (fp32 where it has it; qnn: fp16)
+    device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
+    eval_data: str | None = None
+    calibration_data: str | None = None  # rows that calibrate static int8 / int16 (default: the eval data)
+    quant: QuantOptions = field(default_factory=QuantOptions)  # integer precisions: how, and the bar they must clear
+    capture_methods: tuple[str, ...] = ("trace", "export", "onnx")
+    attention: str = "dense"  # or "banded": sliding-window layers compute only their band (static/banded.py)
+    bench_runs: int = 5
+    overwrite: bool = False
+
+    def __post_init__(self):
+        if not self.runtimes:
+            raise ConfigError("--runtime needs at least one runtime name")
+        if self.attention not in ATTENTION_FORMS:
+            raise ConfigError(f"--attention {self.attention!r}: choose one of {', '.join(ATTENTION_FORMS)}")
+        known = runtime_names(ports=True)
+        for b in self.runtimes:
+            if b not in known:
+                raise ConfigError(f"unknown runtime {b!r} for port; known: {', '.join(known)}")
+        for m in self.capture_methods:
+            CAPTURE_METHODS.get(m)
+        if self.bench_runs < 1:
+            raise ConfigError(f"bench runs {self.bench_runs} must be >= 1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class VerifyConfig:
+    path: str
+    eval_data: str | None = None
+    public_key: str | None = None  # also require a valid signature (npuport sign) under this key
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchConfig:
+    artifact_dir: str | None = None  # a `port` output or artifact directory ...
+    source: ModelSource | None = None  # ... or a model to port first
+    runtimes: tuple[str, ...] | None = None
+    vs: tuple[str, ...] = (REFERENCE,)
+    shapes: ShapeSpec = field(default_factory=ShapeSpec)
+    precision: str = "fp32"
+    runs: int = 20
+    warmup: int = 2
+    json_out: str | None = None
+    plot: str | None = None
+
+    def __post_init__(self):
+        if (self.artifact_dir is None) == (self.source is None):
+            raise ConfigError("give exactly one of ARTIFACT_DIR, MODEL_DIR or --preset NAME --random-init")
+        for v in self.vs:
+            if v not in COMPARISONS:
+                raise ConfigError(f"unknown --vs path {v!r}; known: {', '.join(COMPARISONS)}")
+        if self.runs < 1 or self.warmup < 0:
+            raise ConfigError(f"--runs must be >= 1 and --warmup >= 0 (got {self.runs}, {self.warmup})")
