@@ -13,8 +13,8 @@ import time
 from common import meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
-from npuport.spec import QuantOptions
 from npuport.runtimes import ShapeSpec, get_runtime
+from npuport.spec import QuantOptions
 from npuport.ui import Progress
 
 # These figures are ONNX Runtime's dynamic int8, measured not gated (static, calibrated int8: p11_int8.py)

@@ -16,11 +16,11 @@ from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
 from npuport.artifact import load_session
-from npuport.runtimes import ShapeSpec
 from npuport.bench import summarize
-from npuport.router import BucketRouter
-from npuport.ui import Progress
 from npuport.parity import softmax_dev
+from npuport.router import BucketRouter
+from npuport.runtimes import ShapeSpec
+from npuport.ui import Progress
 
 BUCKETS = (64, 128, 256, 512)
 

@@ -13,9 +13,9 @@ import time
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.spec import QuantOptions
-from npuport.runtimes import ShapeSpec, get_runtime
 from npuport.detector.demo import DemoBuildConfig, build_demo
+from npuport.runtimes import ShapeSpec, get_runtime
+from npuport.spec import QuantOptions
 from npuport.ui import Progress
 
 # These figures are ONNX Runtime's dynamic int8, measured not gated (static, calibrated int8: p11_int8.py)

@@ -43,10 +43,10 @@ def main():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from npuport.detector.config import DetectorTrainConfig
     from npuport.detector.data import encode, load_examples
     from npuport.detector.generate import write_dataset
     from npuport.detector.metrics import classification_metrics
-    from npuport.detector.config import DetectorTrainConfig
     from npuport.detector.train import predict_probs, train
     from npuport.models.detector import load_detector, load_tokenizer
     from npuport.models.pretrained import pretrained_dir

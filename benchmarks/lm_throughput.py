@@ -68,11 +68,11 @@ def main():
 
     import torch
 
-    from npuport.models.lm import build_lm, count_parameters, preset_config
     from npuport.machine import peak_rss_mb
+    from npuport.models.lm import build_lm, count_parameters, preset_config
     from npuport.runtimes.onnxruntime import op_profile
-    from npuport.train.select import open_step_runner
     from npuport.train.loop import LMTrainConfig, load_corpus
+    from npuport.train.select import open_step_runner
     from npuport.train.step import OptimConfig
 
     torch.set_num_threads(a.threads)

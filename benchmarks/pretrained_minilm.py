@@ -22,11 +22,11 @@ import torch
 from common import HERE, meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.spec import QuantOptions
 from npuport.detector.demo import DemoBuildConfig, build_demo
 from npuport.models.detector import Detector, load_tokenizer
 from npuport.models.pretrained import pretrained_dir
 from npuport.runtimes import ShapeSpec, get_runtime, runtime_names
+from npuport.spec import QuantOptions
 from npuport.ui import Progress
 
 # These figures are ONNX Runtime's dynamic int8, measured not gated (static, calibrated int8: p11_int8.py)

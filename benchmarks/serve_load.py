@@ -25,9 +25,9 @@ import httpx
 from common import meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
-from npuport.runtimes import ShapeSpec
 from npuport.bench import summarize
 from npuport.detector.demo import DemoBuildConfig, build_demo
+from npuport.runtimes import ShapeSpec
 from npuport.ui import Progress
 
 
@@ -118,7 +118,7 @@ def main():
     args = ap.parse_args()
     prog = Progress()
     root = build_demo(DemoBuildConfig(), prog, show_bar=False)
-    rows = [json.loads(l) for l in (root / "data" / "test.jsonl").read_text().splitlines()]
+    rows = [json.loads(ln) for ln in (root / "data" / "test.jsonl").read_text().splitlines()]
     rows = [{k: r[k] for k in ("persona", "user", "reply") if r.get(k) is not None} for r in rows]
     tmp = tempfile.mkdtemp(prefix="npuport-serve-")
     with socket.socket() as s:
@@ -129,8 +129,8 @@ def main():
         port(PortConfig(source=ModelSource(model_dir=str(root / "model")), out=f"{tmp}/art", runtimes=("onnxruntime",),
                         shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)), capture_methods=("trace",), bench_runs=1), prog)
         # Raw session latency of the same rows: what the server adds on top is HTTP, JSON, tokenizing and batching.
-        from npuport.serve.engine import Engine
         from npuport.detector.data import Example
+        from npuport.serve.engine import Engine
 
         eng = Engine(f"{tmp}/art")
         enc = eng.encode([Example(persona=r["persona"], reply=r["reply"], user=r.get("user")) for r in rows[:200]])
@@ -162,7 +162,7 @@ def main():
             server.terminate()
             server.wait(timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
-    batch_lines = [l for l in metrics.splitlines() if l.startswith("npuport_batch_rows_sum") or l.startswith("npuport_batch_rows_count")]
+    batch_lines = [ln for ln in metrics.splitlines() if ln.startswith("npuport_batch_rows_sum") or ln.startswith("npuport_batch_rows_count")]
     write_result("serve_load", {**meta("serve_load.py"), "model": "demo detector, onnxruntime fp32, buckets 32/64/128, batch 1/4/8",
                                 "server": "npuport serve --max-batch 8 --max-wait-ms 5", "raw_session_latency": summarize(raw),
                                 "results": results, "server_batch_metrics": batch_lines,

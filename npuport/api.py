@@ -11,19 +11,18 @@ import torch
 
 from . import __version__, porting
 from .artifact import check_files, find_artifacts, load_session, read_manifest
+from .config import DEFAULT_PORT_RUNTIMES, BenchConfig, ModelSource, PortConfig, VerifyConfig  # noqa: F401 - the API
 from .errors import BackendUnavailable, ConfigError
 from .fsio import staged_output, write_json_atomic
 from .machine import machine, versions
 from .manifest import Manifest
-from .runtimes import REFERENCE, get_runtime, runtime_names
 from .models.detector import load_tokenizer, state_fingerprint
-from .router import BucketRouter
-from .config import DEFAULT_PORT_RUNTIMES, BenchConfig, ModelSource, PortConfig, VerifyConfig  # noqa: F401 - the API
-from .ui import ProgressFn as Progress, silent
-from .verify import data_parity, eager_logits, judge_by, probe_parity
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
-
-
+from .router import BucketRouter
+from .runtimes import REFERENCE, get_runtime, runtime_names
+from .ui import ProgressFn as Progress
+from .ui import silent
+from .verify import data_parity, eager_logits, judge_by, probe_parity
 
 # -- doctor ----------------------------------------------------------------------------------------------------
 

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from .artifact import find_artifacts, load_session
-from .runtimes import REFERENCE, feeds_of
 from .bench import summarize
-from .router import BucketRouter
 from .parity import softmax_dev
+from .router import BucketRouter
+from .runtimes import REFERENCE, feeds_of
 
 Runner = Callable[[dict], np.ndarray]
 

@@ -19,22 +19,21 @@ import torch
 from . import gate
 from .artifact import write_manifest
 from .bench import summarize, time_calls
+from .config import PortConfig
 from .errors import ConfigError
 from .fsio import atomic_write, write_json_atomic
 from .machine import peak_rss_mb
 from .manifest import Manifest, RuntimeInfo
 from .models.detector import Detector, load_tokenizer, max_positions, state_fingerprint
+from .proof import prove, reference_logits
 from .router import BucketRouter
 from .runtimes import feeds_of, get_runtime, runtime_names
 from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
 from .static.adapters import check_attention
-from .proof import prove, reference_logits
 from .static.capture import capture, make_probes
 from .task import Task
-from .config import PortConfig
 from .ui import ProgressFn as Progress
 from .verify import data_parity, eager_logits, judge_by, probe_parity
-
 
 PROOF_FILE = "proof_inputs.safetensors"
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from .errors import ConfigError, ExportError
 from .runtimes import get_runtime, runtime_names
 from .spec import ShapeSpec
-from .ui import ProgressFn as Progress, silent
+from .ui import ProgressFn as Progress
+from .ui import silent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +52,8 @@ def _explain(action: str) -> dict:
 
 
 def check(cfg: CheckConfig, progress: Progress = silent) -> dict:
-    from .porting import check_lengths as _check_lengths, compile_specs
+    from .porting import check_lengths as _check_lengths
+    from .porting import compile_specs
     from .static.capture import capture
 
     specs = compile_specs(cfg.targets, cfg.shapes, cfg.precision, cfg.device)

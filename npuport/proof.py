@@ -22,7 +22,6 @@ from .registry import Registry
 from .runtimes import Graph, get_runtime, onnx_reference
 from .static.capture import Captured, export_program, make_probes
 
-
 Runner = Callable[[torch.Tensor, torch.Tensor], np.ndarray]
 CAPTURE_METHODS: Registry[Callable[[Captured, tuple[int, int]], Runner]] = Registry("capture method")
 

@@ -9,7 +9,6 @@ from typing import Callable
 
 from .interrupt import raise_if_interrupted
 
-
 # What every stage takes to report progress: a Progress below, `silent`, or any function of one message.
 ProgressFn = Callable[[str], None]
 

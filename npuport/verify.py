@@ -11,10 +11,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .runtimes import Session, feeds_of, get_runtime, runtime_names
 from .models.detector import Detector
-from .router import BucketRouter
 from .parity import compare, merge
+from .router import BucketRouter
+from .runtimes import Session, feeds_of, get_runtime, runtime_names
 from .task import Task
 
 

@@ -7,8 +7,8 @@ import pytest
 
 from npuport.api import ModelSource, PortConfig, port
 from npuport.artifact import check_files, check_source, load_session, read_manifest
-from npuport.runtimes import ShapeSpec
 from npuport.errors import ArtifactError
+from npuport.runtimes import ShapeSpec
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ import torch
 
 from npuport.api import ModelSource, PortConfig, VerifyConfig, port, verify
 from npuport.artifact import load_session
-from npuport.runtimes import ShapeSpec, get_runtime as get_backend, runtime_names as backend_names
-from npuport.runtimes import feeds_of
 from npuport.models.detector import load_detector
 from npuport.router import BucketRouter
+from npuport.runtimes import ShapeSpec, feeds_of
+from npuport.runtimes import get_runtime as get_backend
+from npuport.runtimes import runtime_names as backend_names
 from npuport.verify import eager_logits
 
 # Every registered runtime that builds artifacts must appear in one of these two; test_every_backend_has_a_parity_test

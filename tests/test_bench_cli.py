@@ -5,10 +5,10 @@ import json
 import pytest
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, bench, port
-from npuport.runtimes import ShapeSpec
-from npuport.spec import QuantOptions
 from npuport.cli import main
 from npuport.errors import ConfigError
+from npuport.runtimes import ShapeSpec
+from npuport.spec import QuantOptions
 
 
 def test_bench_cli_ports_and_reports(tmp_path):

@@ -2,9 +2,9 @@
 
 import pytest
 
-from npuport.spec import ShapeSpec
 from npuport.models.detector import build_preset
 from npuport.proof import prove
+from npuport.spec import ShapeSpec
 from npuport.static.capture import capture, make_probes
 
 

@@ -11,10 +11,9 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import PERSONA_TEXTS
 
 from npuport.cli import main
-
-from conftest import PERSONA_TEXTS
 
 ARCHS = {  # preset -> extra config (ModernBERT's mean pooling, not its default CLS, to test the masked path)
     "tiny-modernbert": {"classifier_pooling": "mean"},

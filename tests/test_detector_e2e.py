@@ -36,7 +36,7 @@ def test_train_eval_port(workspace, tmp_path):
     run = tmp_path / "run"
     assert main(_train_args(workspace, run)) == 0
     assert (run / "model" / "model.safetensors").is_file() and (run / "model" / "tokenizer.json").is_file()
-    hist = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    hist = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
     assert [h["epoch"] for h in hist] == [1, 2, 3]
     assert hist[-1]["train_loss"] < hist[0]["train_loss"]
     ev = tmp_path / "eval.json"
@@ -77,8 +77,8 @@ def test_resume_after_kill_matches_uninterrupted(workspace, tmp_path):
     assert saved["epoch"] < 4, "the run finished before it could be interrupted"
     assert not (cut / "train_summary.json").exists()
     assert main(_train_args(workspace, cut, epochs=4, extra=("--resume",))) == 0
-    a = [json.loads(l) for l in (full / "metrics.jsonl").read_text().splitlines()]
-    b = [json.loads(l) for l in (cut / "metrics.jsonl").read_text().splitlines()]
+    a = [json.loads(ln) for ln in (full / "metrics.jsonl").read_text().splitlines()]
+    b = [json.loads(ln) for ln in (cut / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in b] == [1, 2, 3, 4]
     for x, y in zip(a, b):
         assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-6, abs=1e-7)

@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 import torch
 
-from npuport.detector.static_train import detector_slots, static_batches
-from npuport.detector.epochs import _optimizer, freeze_below
 from npuport.detector.config import DetectorTrainConfig
+from npuport.detector.epochs import _optimizer, freeze_below
+from npuport.detector.static_train import detector_slots, static_batches
 from npuport.models.detector import build_preset
 from npuport.runtimes import get_runtime
 from npuport.static.adapters import adapt
-from npuport.train.select import open_step_runner, training_runtimes
 from npuport.train.capture import GATHER_LIKE
+from npuport.train.select import open_step_runner, training_runtimes
 from npuport.train.step import ClassifierObjective, OptimConfig
 
 GRAPH_BACKENDS = [b for b in training_runtimes() if not b.startswith("eager") and get_runtime(b).runs_graphs]

@@ -11,8 +11,8 @@ import json
 
 import onnx
 import pytest
-
 from conftest import make_rows
+
 from npuport.artifact import find_artifacts
 from npuport.cli import main
 from npuport.models.pretrained import available

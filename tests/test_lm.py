@@ -9,7 +9,15 @@ import pytest
 import torch
 
 from npuport.errors import ConfigError, DataError
-from npuport.models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config, rotate_half, rotation_matrix
+from npuport.models.lm import (
+    LMConfig,
+    build_lm,
+    count_parameters,
+    cross_entropy,
+    preset_config,
+    rotate_half,
+    rotation_matrix,
+)
 from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents, split_stream
 
 

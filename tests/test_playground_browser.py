@@ -40,7 +40,6 @@ def test_playground_round_trip(artifacts, browser, tmp_path):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as EC
     from selenium.webdriver.support.ui import Select, WebDriverWait
-
     from test_serve import Server
 
     with Server(ServeConfig(artifact_dir=str(artifacts), port=_free_port())) as s:

@@ -6,9 +6,10 @@ import textwrap
 
 import pytest
 
-from npuport.runtimes import get_runtime as get_backend, runtime_names as backend_names
 from npuport.errors import ConfigError
 from npuport.registry import Registry
+from npuport.runtimes import get_runtime as get_backend
+from npuport.runtimes import runtime_names as backend_names
 
 
 def test_duplicate_and_unknown():

@@ -12,10 +12,10 @@ import time
 
 import httpx
 import pytest
+from test_serve import ITEM, Server, _free_port
 
 from npuport.cli import main
 from npuport.serve.app import ServeConfig
-from test_serve import ITEM, Server, _free_port
 
 KEY = "s3cret-key-0123456789"
 

@@ -10,9 +10,9 @@ schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is part 
 
 from schemathesis.generation import GenerationMode  # noqa: E402
 from schemathesis.specs.openapi.checks import negative_data_rejection  # noqa: E402
+from test_serve import Server, _free_port  # noqa: E402
 
 from npuport.serve.app import ServeConfig  # noqa: E402
-from test_serve import Server, _free_port  # noqa: E402
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])

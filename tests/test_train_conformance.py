@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from npuport.models.lm import build_lm, preset_config
-from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
 from npuport.runtimes import get_runtime
-from npuport.train.select import open_step_runner, training_runtimes
 from npuport.train.capture import GATHER_LIKE, GATHER_LIKE_ATEN
+from npuport.train.data import DEMO_CORPUS, Batches, CharVocab, encode_documents, read_documents
+from npuport.train.select import open_step_runner, training_runtimes
 from npuport.train.step import OptimConfig
 
 # Runtimes that run npuport's fp32 step graphs as they are; qnn trains in mixed precision (tests/test_qnn.py)

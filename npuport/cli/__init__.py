@@ -14,8 +14,8 @@ import os
 import sys
 import traceback
 
-from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
 from .. import interrupt
+from ..errors import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_INTERNAL, EXIT_INTERRUPTED, CheckFailed, NpuportError
 from . import check, demo, detector, doctor, lm, port, serve, sign
 from .common import EPILOG
 

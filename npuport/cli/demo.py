@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .common import add_init_flag, EPILOG, add_runtime_flag, csv_list, positive_int, progress
+from .common import EPILOG, add_init_flag, add_runtime_flag, csv_list, positive_int, progress
 
 
 def register(sub) -> None:
@@ -34,9 +34,10 @@ def run(args) -> int:
 
 
 def _print_demo(r: dict, out: str) -> None:
-    from ..runtimes import REFERENCE
     from rich.console import Console
     from rich.table import Table
+
+    from ..runtimes import REFERENCE
 
     c = Console()
     d = r["detector"]

@@ -40,8 +40,8 @@ def register(sub) -> None:
 
 
 def _add_train(lsub) -> None:
-    from ..runtimes import REFERENCE, default_train_runtime
     from ..models.lm import PRESETS as LM_PRESETS
+    from ..runtimes import REFERENCE, default_train_runtime
     from ..spec import TRAIN_PRECISIONS
     from ..train.select import training_runtimes
     from ..train.step import FORMS

@@ -9,10 +9,9 @@ from .common import EPILOG, add_runtime_flag, add_source, csv_list, positive_int
 
 
 def register(sub) -> None:
-    from ..runtimes import REFERENCE
     from ..api import DEFAULT_PORT_RUNTIMES
     from ..models.detector import PRESETS
-    from ..runtimes import runtime_names
+    from ..runtimes import REFERENCE, runtime_names
     from ..spec import PRECISIONS
     from ..static.banded import ATTENTION_FORMS
 
@@ -169,9 +168,9 @@ def run_verify(args) -> int:
 
 
 def run_bench(args) -> int:
-    from ..runtimes import REFERENCE
     from ..api import BenchConfig, ModelSource, bench
     from ..manifest import MANIFEST
+    from ..runtimes import REFERENCE
 
     target = Path(args.target) if args.target else None
     is_artifacts = target is not None and ((target / MANIFEST).is_file() or any(target.glob(f"*/{MANIFEST}")))

@@ -93,8 +93,8 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
 
 
 def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: bool) -> None:
-    from .generate import write_dataset
     from .config import DetectorTrainConfig
+    from .generate import write_dataset
     from .train import train
 
     done = root / "build.json"

@@ -18,8 +18,22 @@ from collections import Counter
 from pathlib import Path
 
 from .personas import PERSONAS, Persona, procedural_personas, procedural_personas_cjk
-from .templates import BREAKS_EN, CLOSERS_EN, DEV, DISCLOSE_EN, FAMILIES, FOURTH_EN, HELD_OUT, HELP_EN, IC, LEAK_EN, \
-    LIST_EN, OPENERS_EN, REFUSAL_EN, SUPPORT_EN
+from .templates import (
+    BREAKS_EN,
+    CLOSERS_EN,
+    DEV,
+    DISCLOSE_EN,
+    FAMILIES,
+    FOURTH_EN,
+    HELD_OUT,
+    HELP_EN,
+    IC,
+    LEAK_EN,
+    LIST_EN,
+    OPENERS_EN,
+    REFUSAL_EN,
+    SUPPORT_EN,
+)
 
 TRAIN_FAMILIES = tuple(f for f in FAMILIES if f != HELD_OUT)
 
@@ -108,9 +122,9 @@ def _in_persona(p: Persona, kind: str, rng: random.Random, fam: tuple[str, ...])
         bucket = rng.choice(["help_voice", "chat", "chat"])
     else:
         bucket = rng.choice(["chat", "chat", "chat", "tech"] if p.tech else ["chat"])
-    l, l2 = rng.sample(p.lines, 2)
-    text = _pick(t[bucket], rng, fam).format(i=rng.choice(p.interj), a=p.address, l=l, l2=l2, auth=p.authority,
-                                             topic=TOPIC_WORD.get(kind) or "that", l_short=l.rstrip(".!?").lower())
+    line, line2 = rng.sample(p.lines, 2)
+    text = _pick(t[bucket], rng, fam).format(i=rng.choice(p.interj), a=p.address, l=line, l2=line2, auth=p.authority,
+                                             topic=TOPIC_WORD.get(kind) or "that", l_short=line.rstrip(".!?").lower())
     text = text.replace("  ", " ").strip()
     return text[:1].upper() + text[1:], f"ic_{bucket}"
 

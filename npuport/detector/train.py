@@ -21,12 +21,13 @@ import torch
 from ..errors import ConfigError
 from ..fsio import replace_dir, write_json_atomic
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
-from .data import encode, load_examples
 from ..train.core import CKPT_DIR, CheckpointStore, MetricsLog, run_loop
-from .config import DetectorTrainConfig
 from ..ui import StepBar
+from .config import DetectorTrainConfig
+from .data import encode, load_examples
 from .epochs import EagerEpochs, _batches, _noise, freeze_below, length_grouped
 from .metrics import best_threshold, classification_metrics
+
 
 def predict_probs(model: Detector, rows: list[np.ndarray], pad_id: int, batch: int = 64) -> np.ndarray:
     """P(deviation) per row; rows sorted by length so little padding is computed."""

@@ -24,8 +24,8 @@ from torch import nn
 from ..errors import ConfigError, ModelLoadError, UnsupportedArchitecture
 from ..fsio import atomic_write, save_with
 from ..registry import Registry
-from .base import max_positions_of
 from ..task import PROBLEM_TYPES, REGRESSION, SINGLE
+from .base import max_positions_of
 
 CONFIG_NAME, WEIGHTS_NAME = "config.json", "model.safetensors"
 SEGMENT_KEY = "npuport_segment_sep_id"  # config attribute: [SEP]'s id when the tokenizer makes token_type_ids

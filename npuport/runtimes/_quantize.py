@@ -16,10 +16,10 @@ import logging
 import re
 from pathlib import Path
 
-
 from ..errors import ConfigError
 from ..parity import agreement  # noqa: F401  (runtimes gate their graphs with it)
 from ..spec import CALIBRATION_METHODS
+
 _LAYER = re.compile(r"\.layers?\.(\d+)$|\.layer\.(\d+)$")
 # ffn_out: the feed-forward down-projection of every layer, by its module name in each family (BERT / RoBERTa /
 # MiniLM / XLM-R / DeBERTa: layer.N.output.dense; ModernBERT / mmBERT: mlp.Wo; DistilBERT: ffn.lin2; Llama-style:

@@ -121,6 +121,32 @@ class Session:
         return shape
 
 
+class ShapeSession(Session):
+    """A loaded artifact with one compiled program per (batch, seq) shape. A runtime says how to open one shape
+    (`open_shape`) and how to run it (`run_shape`); the loop over the shapes, the shape check and the float32 logits
+    are here, once."""
+
+    def __init__(self, directory: Path, manifest: "Manifest", threads: int | None = None):
+        self.directory, self.manifest = directory, manifest
+        self.shapes = manifest.shapes
+        self.threads = threads or manifest.runtime.options.get("threads")
+        self.prepare()
+        self.programs = {(b, t): self.open_shape(b, t) for b, t in self.shapes}
+
+    def prepare(self) -> None:
+        """Work every shape shares (read the model once, load the weights once)."""
+
+    def open_shape(self, batch: int, seq: int) -> Any:
+        raise NotImplementedError
+
+    def run_shape(self, program: Any, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        raise NotImplementedError
+
+    def run(self, feeds: dict[str, np.ndarray]) -> np.ndarray:
+        shape = self.check_shape(feeds)
+        return np.asarray(self.run_shape(self.programs[shape], feeds), dtype=np.float32)
+
+
 class Runtime:
     name: ClassVar[str]
     sdk: ClassVar[str | None] = None  # python module whose presence makes the runtime available
@@ -139,7 +165,7 @@ class Runtime:
     train_precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
     measures_sensitivity: ClassVar[bool] = False
-    # how `train/` runs a step here: "graph" (the step graphs through open_graph), "eager" (PyTorch itself, on
+    # how `train/` runs a step here: "graph" (the step graphs through open_graph), "torch" (PyTorch itself, on
     # devices[0]), "mixed" (a 16-bit gradient graph through open_step_graph, the AdamW update in fp32 on the host)
     step_runner: ClassVar[str] = "graph"
     default_train: ClassVar[bool] = False  # what `lm train` runs on without --runtime

@@ -36,7 +36,7 @@ class EagerRuntime(Runtime):
     reference = True
     # bf16: torch.autocast around forward and backward, fp32 master weights and AdamW (PyTorch's mixed precision)
     train_precisions = ("fp32", "bf16")
-    step_runner = "eager"  # loss.backward() + torch.optim.AdamW on devices[0]: the control run
+    step_runner = "torch"  # loss.backward() + torch.optim.AdamW on devices[0]: the control run
     distributions = ("torch", "transformers")
     session_class = EagerSession
 

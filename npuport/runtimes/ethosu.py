@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from ..errors import ArtifactError
-from .base import Runtime, Session
+from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
 # Accelerator configurations Vela knows (MACs per cycle after the dash). Vela's default system configs: U55 on a
@@ -154,22 +154,22 @@ def _load_program(directory: Path, stem: str):
                        _Reference(tosa, [d["outputs"] for d in graph["delegates"]]))
 
 
-class EthosUSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
-        self.shapes = manifest.shapes
-        self.programs = {(b, t): _load_program(directory, f"ethosu_{b}x{t}_host") for b, t in self.shapes}
+class EthosUSession(ShapeSession):
+    def open_shape(self, b, t):
+        return _load_program(self.directory, f"ethosu_{b}x{t}_host")
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
+    def run_shape(self, program, feeds):
         ids, mask = (torch.from_numpy(np.ascontiguousarray(feeds[k], dtype=np.int64)) for k in ("input_ids", "attention_mask"))
         with torch.no_grad():
-            out = self.programs[shape](ids, mask)[0]
-        return out.float().numpy().astype(np.float32, copy=False)
+            return program(ids, mask)[0].float().numpy()
 
 
 def _quantize(export, module, example, calib, eu_spec, precision: str):
-    from executorch.backends.arm.quantizer import (EthosUQuantizer, get_symmetric_a16w8_quantization_config,
-                                                   get_symmetric_quantization_config)
+    from executorch.backends.arm.quantizer import (
+        EthosUQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape

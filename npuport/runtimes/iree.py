@@ -22,10 +22,10 @@ import numpy as np
 
 from ..errors import ExportError
 from ..fsio import atomic_path
-from .base import Executor, Graph, Runtime, Session
+from .base import Executor, Graph, Runtime, ShapeSession
 from .registry import register_runtime
 
-TARGET = ["--iree-hal-target-runtimes=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
+TARGET = ["--iree-hal-target-backends=llvm-cpu", "--iree-llvmcpu-target-cpu=host"]
 # Data tiling packs matmul operands into the target's native tile layout: faster LM steps here
 # (benchmarks/iree_flags.py). When a graph does not compile with it, it is compiled without (and the manifest says so).
 FAST = ["--iree-opt-data-tiling"]
@@ -114,18 +114,15 @@ def _host(out) -> list[np.ndarray]:
     return [np.asarray(o.to_host() if hasattr(o, "to_host") else o) for o in outs]
 
 
-class IreeSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
-        cfg = _Device.get(threads or manifest.runtime.options.get("threads"))
-        self.shapes = manifest.shapes
-        params = directory / "weights.irpa"
-        self._ctx, self.fns = {}, {}
-        for b, t in self.shapes:
-            self._ctx[(b, t)], self.fns[(b, t)] = _load_module(cfg, directory / f"model_{b}x{t}.vmfb", params)
+class IreeSession(ShapeSession):
+    def prepare(self):
+        self.device = _Device.get(self.threads)
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
-        return _host(self.fns[shape](feeds["input_ids"], feeds["attention_mask"]))[0].astype(np.float32, copy=False)
+    def open_shape(self, b, t):  # (context, function): the function needs its context alive
+        return _load_module(self.device, self.directory / f"model_{b}x{t}.vmfb", self.directory / "weights.irpa")
+
+    def run_shape(self, program, feeds):
+        return _host(program[1](feeds["input_ids"], feeds["attention_mask"]))[0]
 
 
 class IreeExecutor(Executor):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Executor, Graph, Runtime, Session
+from .base import Executor, Graph, Runtime, ShapeSession
 from .registry import register_runtime
 
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider", "tensorrt": "TensorrtExecutionProvider"}
@@ -50,34 +50,32 @@ def disabled_optimizers(precision: str) -> list[str]:
     return ["MatMulAddFusion"] if precision == "int8" else []
 
 
-class OrtSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
+class OrtSession(ShapeSession):
+    def prepare(self):
         import onnx
         import onnxruntime as ort
         from onnx import numpy_helper
 
-        path = directory / "model.onnx"
-        threads = threads or manifest.runtime.options.get("threads")
-        provider = PROVIDERS[manifest.device]
-        self.shapes = manifest.shapes
-        shared = []
+        self.path = self.directory / "model.onnx"
+        self._keep = []  # OrtValues must outlive the sessions that borrow them
         if len(self.shapes) > 1:
             # Load the weights once as OrtValues and hand the same buffers to every per-shape session.
-            model = onnx.load(str(path), load_external_data=True)
-            shared = [(t.name, ort.OrtValue.ortvalue_from_numpy(numpy_helper.to_array(t))) for t in model.graph.initializer]
+            model = onnx.load(str(self.path), load_external_data=True)
+            self._keep = [(t.name, ort.OrtValue.ortvalue_from_numpy(numpy_helper.to_array(t)))
+                          for t in model.graph.initializer]
             del model
-        self._keep = shared  # OrtValues must outlive the sessions that borrow them
-        self.sessions = {}
-        for b, t in self.shapes:
-            so = session_options(threads, {"batch": b, "seq": t})
-            for name, value in shared:
-                so.add_initializer(name, value)
-            self.sessions[(b, t)] = ort.InferenceSession(str(path), so, providers=[provider],
-                                                         disabled_optimizers=disabled_optimizers(manifest.precision))
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
-        return self.sessions[shape].run(None, feeds)[0].astype(np.float32, copy=False)
+    def open_shape(self, b, t):
+        import onnxruntime as ort
+
+        so = session_options(self.threads, {"batch": b, "seq": t})
+        for name, value in self._keep:
+            so.add_initializer(name, value)
+        return ort.InferenceSession(str(self.path), so, providers=[PROVIDERS[self.manifest.device]],
+                                    disabled_optimizers=disabled_optimizers(self.manifest.precision))
+
+    def run_shape(self, session, feeds):
+        return session.run(None, feeds)[0]
 
 
 class OrtExecutor(Executor):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Executor, Graph, Runtime, Session
+from .base import Executor, Graph, Runtime, ShapeSession
 from .registry import register_runtime
 
 # int8 IRs carry their FakeQuantize ops; what is not quantised runs in f32
@@ -55,31 +55,27 @@ def compile_config(precision: str = "fp32", threads: int | None = None) -> dict:
     return cfg
 
 
-class OvSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
+class OvSession(ShapeSession):
+    def prepare(self):
         import openvino as ov
 
-        core = ov.Core()
-        model = core.read_model(str(directory / "model.xml"))
-        config = compile_config(manifest.precision, threads or manifest.runtime.options.get("threads"))
-        device = manifest.device.upper()
-        self.shapes = manifest.shapes
-        self.compiled, self.requests = {}, {}
-        for b, t in self.shapes:
-            m = model.clone() if len(self.shapes) > 1 else model
-            m.reshape({m.inputs[0]: [b, t], m.inputs[1]: [b, t]})
-            with signal_stack_kept():
-                cm = core.compile_model(m, device, config)
-            self.compiled[(b, t)] = cm
-            self.requests[(b, t)] = cm.create_infer_request()
-            hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
-            self.execution_precision = hint.to_string() if hasattr(hint, "to_string") else str(hint)
+        self.core = ov.Core()
+        self.model = self.core.read_model(str(self.directory / "model.xml"))
+        self.config = compile_config(self.manifest.precision, self.threads)
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
-        req = self.requests[shape]
+    def open_shape(self, b, t):
+        m = self.model.clone() if len(self.shapes) > 1 else self.model
+        m.reshape({m.inputs[0]: [b, t], m.inputs[1]: [b, t]})
+        with signal_stack_kept():
+            cm = self.core.compile_model(m, self.manifest.device.upper(), self.config)
+        hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
+        self.execution_precision = hint.to_string() if hasattr(hint, "to_string") else str(hint)
+        return cm, cm.create_infer_request()  # the request needs its compiled model alive
+
+    def run_shape(self, program, feeds):
+        req = program[1]
         req.infer([feeds["input_ids"], feeds["attention_mask"]], share_inputs=True)
-        return np.array(req.get_output_tensor(0).data, dtype=np.float32)
+        return np.array(req.get_output_tensor(0).data)  # a copy: the request reuses its output buffer
 
 
 class OvExecutor(Executor):

@@ -13,9 +13,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-import numpy as np
-
-from .base import Runtime, Session
+from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
 EP = "QNNExecutionProvider"
@@ -74,17 +72,14 @@ def on_simulator() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64")
 
 
-class QnnSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
+class QnnSession(ShapeSession):
+    def open_shape(self, b, t):
         import onnxruntime as ort
 
-        self.shapes = manifest.shapes
-        self.sessions = {(b, t): ort.InferenceSession(str(directory / f"qnn_{b}x{t}.onnx"), _options(manifest.precision))
-                         for b, t in self.shapes}
+        return ort.InferenceSession(str(self.directory / f"qnn_{b}x{t}.onnx"), _options(self.manifest.precision))
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
-        return np.asarray(self.sessions[shape].run(None, feeds)[0], dtype=np.float32)
+    def run_shape(self, session, feeds):
+        return session.run(None, feeds)[0]
 
 
 @register_runtime
@@ -111,8 +106,9 @@ class QnnRuntime(Runtime):
         return "simulator" if on_simulator() else "executes"
 
     def versions(self):
-        import onnxruntime as ort
         from importlib.metadata import version
+
+        import onnxruntime as ort
 
         return {"onnxruntime": ort.__version__, "onnxruntime-qnn": version("onnxruntime-qnn")}
 

@@ -19,23 +19,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from .base import Runtime, Session
+from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
 
-class RblnSession(Session):
-    def __init__(self, directory: Path, manifest, threads: int | None = None):
-        import rebel  # noqa: F401  (vendor SDK)
+class RblnSession(ShapeSession):
+    def open_shape(self, b, t):
+        import rebel  # vendor SDK
 
-        self.shapes = manifest.shapes
-        self.runtimes = {(b, t): rebel.Runtime(str(directory / f"model_{b}x{t}.rbln")) for b, t in self.shapes}
+        return rebel.Runtime(str(self.directory / f"model_{b}x{t}.rbln"))
 
-    def run(self, feeds):
-        shape = self.check_shape(feeds)
-        out = self.runtimes[shape].run(feeds["input_ids"], feeds["attention_mask"])
-        return np.asarray(out[0] if isinstance(out, (list, tuple)) else out, dtype=np.float32)
+    def run_shape(self, runtime, feeds):
+        out = runtime.run(feeds["input_ids"], feeds["attention_mask"])
+        return out[0] if isinstance(out, (list, tuple)) else out
 
 
 @register_runtime

@@ -24,8 +24,15 @@ from ..detector.data import Example
 from ..errors import ConfigError
 from .engine import Batcher, Engine, TooLong, select_artifact
 from .guard import Guard, error
-from .schemas import (BatchResponse, ClassifyBatchResponse, ClassifyResponse, DetectResponse, ErrorBody, explain,
-                      make_request_models)
+from .schemas import (
+    BatchResponse,
+    ClassifyBatchResponse,
+    ClassifyResponse,
+    DetectResponse,
+    ErrorBody,
+    explain,
+    make_request_models,
+)
 
 PAGE = Path(__file__).with_name("page.html")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 
-from ..spec import DTYPES, INPUT_NAMES, OUTPUT_NAMES, ShapeSpec
 from ..errors import ExportError
 from ..models.detector import Detector
+from ..spec import DTYPES, INPUT_NAMES, OUTPUT_NAMES, ShapeSpec
 from ..task import Task
 from .adapters import AdapterReport, StaticDetector, adapt
 from .probes import calibration_batches, make_probes

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..errors import DataError
-from ..fsio import fsync_tree, fsync_dir, write_lines_atomic
+from ..fsio import fsync_dir, fsync_tree, write_lines_atomic
 from ..ui import StepBar
 
 CKPT_DIR = "checkpoints"  # a run's checkpoints, under its output directory (LM, detector, distributed)

@@ -33,15 +33,23 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ..errors import ConfigError, NpuportError
 from ..fsio import save_with, write_json_atomic
 from ..machine import machine
-from ..errors import ConfigError, NpuportError
 from ..models.lm import LMConfig, build_lm, count_parameters
+from .core import CKPT_DIR, CheckpointStore, MetricsLog, load_params, run_loop
 from .data import Batches, CharVocab
-from .core import CheckpointStore, MetricsLog, load_params, run_loop
-from .core import CKPT_DIR
-from .loop import (LMTrainConfig, evaluate, load_corpus, lr_at, model_config, prepare_run, read_metrics, read_run,
-                   save_checkpoint)
+from .loop import (
+    LMTrainConfig,
+    evaluate,
+    load_corpus,
+    lr_at,
+    model_config,
+    prepare_run,
+    read_metrics,
+    read_run,
+    save_checkpoint,
+)
 from .loop import checkpoints as model_checkpoints
 from .select import open_step_runner
 

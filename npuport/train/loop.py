@@ -22,14 +22,23 @@ from typing import Callable
 import numpy as np
 import torch
 
+from ..errors import ConfigError, DataError
 from ..fsio import save_with, write_json_atomic
 from ..machine import machine, peak_rss_mb, versions
+from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
 from ..runtimes import REFERENCE, train_precision
 from ..ui import StepBar
-from ..errors import ConfigError, DataError
-from ..models.lm import LMConfig, build_lm, count_parameters, cross_entropy, preset_config
-from .data import DEMO_CORPUS, FORMATS, Batches, CharVocab, corpus_fingerprint, encode_documents, read_documents, split_stream
 from .core import CKPT_DIR, CheckpointStore, MetricsLog, load_params, run_loop
+from .data import (
+    DEMO_CORPUS,
+    FORMATS,
+    Batches,
+    CharVocab,
+    corpus_fingerprint,
+    encode_documents,
+    read_documents,
+    split_stream,
+)
 from .select import open_step_runner, training_runtimes
 from .step import FORMS, OptimConfig
 

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from .runner import StepRunner, _feeds, _graph_key
 from .capture import export_step_onnx
+from .runner import StepRunner, _feeds, _graph_key
 from .step import adamw_update
 
 INIT_SCALE = 2.0**10

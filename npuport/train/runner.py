@@ -33,8 +33,6 @@ from .capture import GATHER_LIKE, GATHER_LIKE_ATEN, export_step_onnx, fx_op_type
 from .step import FORMS, OptimConfig, StepFunctions, eager_optimizer
 
 
-
-
 class StepRunner:
     name = "?"
 

@@ -1,7 +1,7 @@
 """Which step runner a runtime gets: read from its capability flag (`Runtime.step_runner`), never from its name.
 
     graph  the step graph(s) exported to standard ONNX and run through `runtime.open_graph` (train/runner.py)
-    eager  PyTorch itself on the runtime's first device: the control run (train/runner.py)
+    torch  PyTorch itself on the runtime's first device: the control run (train/runner.py)
     mixed  a loss-scaled 16-bit gradient graph compiled by `runtime.open_step_graph`, AdamW in fp32 on the host
            (train/mixed.py)
 """
@@ -23,7 +23,7 @@ def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> StepRunner:
                           f"{', '.join(training_runtimes())}")
     kw["precision"] = train_precision(runtime, kw.get("precision"))
     rt.require()
-    if rt.step_runner == "eager":
+    if rt.step_runner == "torch":
         return EagerRunner(model, opt, name=rt.name, device=rt.devices[0], **kw)
     if rt.step_runner == "mixed":
         return MixedPrecisionRunner(rt, model, opt, open_graph=rt.open_step_graph, **kw)
