@@ -213,7 +213,8 @@ def bench(cfg: BenchConfig, progress: Progress = silent) -> dict:
             runtimes = cfg.runtimes or DEFAULT_PORT_RUNTIMES
             progress(f"porting to {', '.join(runtimes)} first")
             port(PortConfig(source=cfg.source, out=tmp + "/out", runtimes=runtimes, shapes=cfg.shapes,
-                            precision=cfg.precision, capture_methods=("trace",), bench_runs=1), progress)
+                            precision=cfg.precision, capture_methods=("trace",), bench_runs=1, eval_data=cfg.eval_data,
+                            calibration_data=cfg.calibration_data, quant=cfg.quant), progress)
             root = Path(tmp) / "out"
         else:
             root = Path(cfg.artifact_dir)

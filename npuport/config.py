@@ -111,10 +111,17 @@ class BenchConfig:
     warmup: int = 2
     json_out: str | None = None
     plot: str | None = None
+    # When bench ports a model first: what port takes for parity on data and integer precisions
+    eval_data: str | None = None
+    calibration_data: str | None = None
+    quant: QuantOptions = field(default_factory=QuantOptions)
 
     def __post_init__(self):
         if (self.artifact_dir is None) == (self.source is None):
             raise ConfigError("give exactly one of ARTIFACT_DIR, MODEL_DIR or --preset NAME --random-init")
+        if self.artifact_dir is not None and (self.eval_data or self.calibration_data):
+            raise ConfigError("--eval-data and --calibration-data apply when bench ports a model first; an artifact "
+                              f"is checked on data with: npuport verify {self.artifact_dir} --eval-data FILE")
         for v in self.vs:
             if v not in COMPARISONS:
                 raise ConfigError(f"unknown --vs path {v!r}; known: {', '.join(COMPARISONS)}")

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from npuport.artifact import find_artifacts, load_session
 from npuport.cli import main
@@ -146,6 +147,12 @@ def test_detector_fine_tuned_on_the_htp_follows_the_eager_control(tiny_model_dir
     assert len(le) == len(lq) >= 4 and np.abs(le - lq).max() < 1e-2, (le, lq)  # fp16 forward on the HTP
     assert runs["qnn"]["mixed_precision"]["skipped_steps"] == 0
     assert set(runs["qnn"]["runner"]["graphs"]) == {"grad_scaled_4x16", "grad_scaled_4x32"}
-    from npuport.models.detector import load_detector
+    from npuport.models.detector import load_detector, state_fingerprint
 
-    assert load_detector(tmp_path / "qnn" / "model") is not None
+    # the run wrote a detector that loads, was changed by the HTP's steps, and computes finite logits
+    trained, init = load_detector(tmp_path / "qnn" / "model"), load_detector(tiny_model_dir)
+    assert state_fingerprint(trained) != state_fingerprint(init)
+    ids = torch.tensor([[1, 5, 6, 7, 2]])
+    with torch.no_grad():
+        logits = trained(ids, torch.ones_like(ids))
+    assert logits.shape == (1, 2) and torch.isfinite(logits).all()

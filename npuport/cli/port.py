@@ -29,24 +29,7 @@ def register(sub) -> None:
     p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
                    "where it has no CPU; see doctor)")
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")
-    q = p.add_argument_group("integer precisions (int8, int16): calibration and the bar an artifact must clear")
-    q.add_argument("--calibration-data", metavar="FILE", help="rows (same format as --eval-data) that calibrate "
-                   "static int8/int16 quantisation; default: --eval-data")
-    q.add_argument("--calibration-method", choices=("minmax", "percentile", "entropy"), default="minmax",
-                   help="how activation ranges are set from the calibration rows (ONNX Runtime; default minmax)")
-    q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
-                   help="ONNX Runtime int8: static QDQ calibrated on your rows (default) or dynamic (weights only)")
-    q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=None, metavar="GROUPS",
-                   help="leave these in float: embeddings, attention, head, layer.N, ffn_out (every layer's FFN "
-                        "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
-                        "measure each group's cost and keep the costliest in float, one at a time, until "
-                        "--min-agreement holds; none: quantise every group. Default: ffn_out (static int8/int16 on "
-                        "runtimes that keep groups: onnxruntime, openvino)")
-    q.add_argument("--sensitivity", action="store_true",
-                   help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
-    q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
-                   help="refuse an integer artifact whose decisions on --eval-data agree with fp32 on fewer rows "
-                        "than this share (default 0.995; 0 turns the check off)")
+    _add_integer_flags(p)
     p.add_argument("--attention", choices=ATTENTION_FORMS, default="dense",
                    help="dense (default): adapted graph == HF model bit for bit; banded: sliding-window layers "
                         "(ModernBERT, mmBERT) compute only their band of scores at a compiled length above 3 "
@@ -76,11 +59,49 @@ def register(sub) -> None:
                     help=f"comparison paths: {REFERENCE}, torch.compile (default {REFERENCE})")
     _add_shapes(bn)
     bn.add_argument("--precision", choices=PRECISIONS, default="fp32")
+    bn.add_argument("--eval-data", help="when bench ports a model first: JSONL/CSV rows its parity (and an integer "
+                    "precision's decision check) runs on (needs a tokenizer in MODEL_DIR)")
+    _add_integer_flags(bn)
     bn.add_argument("--runs", type=positive_int, default=20, help="timed runs per path and shape (default 20)")
     bn.add_argument("--warmup", type=int, default=2, help="untimed runs per path before timing (default 2)")
     bn.add_argument("--json", metavar="PATH", help="write results JSON here")
     bn.add_argument("--plot", metavar="PATH", help="latency distribution PNG (and *_vs_length.png with several buckets)")
     bn.set_defaults(func=run_bench)
+
+
+def _add_integer_flags(p) -> None:
+    """What port takes for integer precisions; bench takes it too, for the model it ports before timing."""
+    from ..runtimes import get_runtime, runtime_names
+    from ..spec import CALIBRATION_METHODS, DEFAULT_KEEP, NAMED_GROUPS
+
+    grouped = ", ".join(runtime_names(measures_sensitivity=True))
+    calibrating = ", ".join(n for n in runtime_names() if len(get_runtime(n).calibration_methods) > 1)
+    dynamic = ", ".join(runtime_names(quantizes_dynamic=True))
+    q = p.add_argument_group("integer precisions (int8, int16): calibration and the bar an artifact must clear")
+    q.add_argument("--calibration-data", metavar="FILE", help="rows (same format as --eval-data) that calibrate "
+                   "static int8/int16 quantisation; default: --eval-data")
+    q.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
+                   help=f"how activation ranges are set from the calibration rows ({calibrating}; default minmax)")
+    q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
+                   help=f"int8: static QDQ calibrated on your rows (default) or dynamic (weights only: {dynamic})")
+    q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=None, metavar="GROUPS",
+                   help=f"leave these in float: {', '.join(NAMED_GROUPS)}, layer.N (ffn_out: every layer's FFN "
+                        "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
+                        "measure each group's cost and keep the costliest in float, one at a time, until "
+                        "--min-agreement holds; none: quantise every group. Default: "
+                        f"{','.join(DEFAULT_KEEP)} (static int8/int16 on runtimes that keep groups: {grouped})")
+    q.add_argument("--sensitivity", action="store_true",
+                   help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
+    q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
+                   help="refuse an integer artifact whose decisions on --eval-data agree with fp32 on fewer rows "
+                        "than this share (default 0.995; 0 turns the check off)")
+
+
+def _quant(args):
+    from ..spec import QuantOptions
+
+    return QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
+                        sensitivity=args.sensitivity, min_agreement=args.min_agreement)
 
 
 def _add_shapes(p) -> None:
@@ -100,7 +121,6 @@ def _shapes(args):
 
 def run_port(args) -> int:
     from ..api import ModelSource, PortConfig, port
-    from ..spec import QuantOptions
 
     cfg = PortConfig(
         source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
@@ -108,8 +128,7 @@ def run_port(args) -> int:
         out=args.out, runtimes=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
         overwrite=args.overwrite, attention=args.attention,
-        quant=QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
-                           sensitivity=args.sensitivity, min_agreement=args.min_agreement),
+        quant=_quant(args),
     )
     prog = progress(args)
     with prog.live():
@@ -178,7 +197,8 @@ def run_bench(args) -> int:
                                                    seed=args.seed, new_head=args.new_head)
     cfg = BenchConfig(artifact_dir=str(target) if is_artifacts else None, source=source, runtimes=args.runtime, vs=args.vs,
                       shapes=_shapes(args), precision=args.precision, runs=args.runs, warmup=args.warmup,
-                      json_out=args.json, plot=args.plot)
+                      json_out=args.json, plot=args.plot, eval_data=args.eval_data,
+                      calibration_data=args.calibration_data, quant=_quant(args))
     prog = progress(args)
     with prog.live():
         r = bench(cfg, prog)
