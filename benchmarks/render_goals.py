@@ -1,0 +1,358 @@
+"""The goals RESULTS.md and README judge, as data: each a text, the results JSON it reads, how it is measured and
+its bars, every threshold written once (a `Bar`: comparison, value and how the text shows it)."""
+
+from __future__ import annotations
+
+from typing import Callable, Iterable, NamedTuple
+
+from render_sections import Bar, _flags, _has_vnni, _held_out, head, pct, row, times, times1
+
+# -- goals: data, each threshold written once --------------------------------------------------------------------
+
+
+
+
+class Goal(NamedTuple):
+    """One goal. `text` holds {0}, {1}, ... where its bars are shown, and {name} fields the measure fills in per row;
+    `goal` is the same for a table with a goal column. `measure(results)` yields (fields, the measured figure as shown,
+    the values the bars judge: one per bar, None when not measured), optionally followed by the measuring machine's
+    CPU flags and bars of the row's own (a goal that depends on the machine); `source` names the results JSON it reads
+    (no rows when it is absent)."""
+
+    text: str
+    source: str
+    bars: tuple[Bar, ...]
+    measure: Callable[[dict], Iterable[tuple]]
+    goal: str = ""
+
+    def rows(self, results: dict) -> list[tuple[str, ...]]:
+        """(goal text, goal column, measured, met, CPU flags) per row."""
+        if self.source not in results:
+            return []
+        out = []
+        for fields, shown, values, *rest in self.measure(results):
+            bars = rest[1] if len(rest) > 1 else self.bars
+            text, goal = (t.format(*bars, **fields) for t in (self.text, fields.get("goal", self.goal)))
+            if any(v is None for v in values):
+                met = "—" if not bars else "no"
+            else:
+                met = "yes" if all(b.holds(v) for b, v in zip(bars, values, strict=True)) else "no"
+            out.append((text, goal, shown, met, rest[0] if rest else ""))
+        return out
+
+
+FP32_RUNTIMES = ("onnxruntime", "openvino", "inductor")  # the fp32 artifacts B1 and B3 time beside eager
+
+
+def _best_fp32(results):
+    res = results["b1_latency_mmbert_base_512"]["bench"]["results"]
+    fp32 = {n: v for n, v in res.items() if n in FP32_RUNTIMES}
+    return res, min(fp32, key=lambda n: fp32[n]["p50_ms"])
+
+
+def _vs_eager(results):
+    res, best = _best_fp32(results)
+    ratio = res["eager"]["p50_ms"] / res[best]["p50_ms"]
+    yield {}, f"{best} {ratio:.2f}×", (ratio,)
+
+
+def _vs_compile(results):
+    res, best = _best_fp32(results)
+    if "torch.compile" in res:
+        rc = res["torch.compile"]["p50_ms"] / res[best]["p50_ms"]
+        yield {}, f"{rc:.2f}×", (rc,)
+
+
+def _vs_peer(results):
+    peers = results.get("b1_peers") or {}
+    pres = peers.get("results", {})
+    # fp32 against fp32: optimum-intel's default runs bf16 where the CPU has it, so it is compared separately.
+    theirs = {n: v["p50_ms"] for n, v in pres.items() if n in _peers_fp32(peers)}
+    ours = {n: v["p50_ms"] for n, v in pres.items() if _npuport_fp32(n)}
+    if theirs and ours:
+        bp, bo = min(theirs, key=theirs.get), min(ours, key=ours.get)
+        rp = theirs[bp] / ours[bo]
+        yield ({"how": "same process, interleaved"}, f"{bo} {ours[bo]:.0f} ms vs {bp} {theirs[bp]:.0f} ms = {rp:.2f}×",
+               (rp,))
+    else:
+        yield {"how": "optimum ORT / OpenVINO"}, "not measured", (None,)
+
+
+def _bf16_vs_peer(results):
+    pres = (results.get("b1_peers") or {}).get("results", {})
+    if "optimum-intel-openvino" in pres and "npuport-openvino-bf16" in pres:
+        a, b = pres["optimum-intel-openvino"]["p50_ms"], pres["npuport-openvino-bf16"]["p50_ms"]
+        yield {}, f"{b:.0f} ms vs {a:.0f} ms = {a / b:.2f}×", (a / b,)
+
+
+def _int8_b1(results):
+    res, _ = _best_fp32(results)
+    if "onnxruntime-int8" in res:
+        r8 = res["eager"]["p50_ms"] / res["onnxruntime-int8"]["p50_ms"]
+        yield {}, f"{r8:.2f}×", (r8,)
+
+
+def _jitter_vs_eager(results):
+    res, best = _best_fp32(results)
+    jb, je = res[best]["jitter"], res["eager"]["jitter"]
+    yield {}, f"{jb:.3f} vs {je:.3f}", (jb - je,)
+
+
+def _jitter(results):
+    res, best = _best_fp32(results)
+    yield {}, f"{res[best]['jitter']:.3f}", (res[best]["jitter"],)
+
+
+def _gemm_share(results):
+    paths = results["b3_efficiency"]["paths"]
+    share, name = max((v["fraction_of_gemm_peak"], n) for n, v in paths.items() if n in FP32_RUNTIMES)
+    yield {}, f"{name} {share:.0%}", (share,)
+
+
+def _buckets(results):
+    for n, v in results["b2_buckets"]["results"].items():
+        yield {"name": n}, f"{v['throughput_ratio']:.2f}×, {v['decision_agreement']:.0%}", (
+            v["throughput_ratio"], v["decision_agreement"])
+
+
+def _c16(results):
+    return results["serve_load"]["results"][2]
+
+
+def _serve_errors(results):
+    c = _c16(results)
+    yield {}, f"{c['errors']} errors, {c['http_5xx']} 5xx, {c['duration_s']:.0f} s", (c["errors"] + c["http_5xx"],)
+
+
+def _serve_rss(results):
+    c = _c16(results)
+    yield {}, f"{c['rss_growth_after_warmup']:.2%}", (c["rss_growth_after_warmup"],)
+
+
+def _serve_scaling(results):
+    x = results["serve_load"]["c16_vs_c1_throughput"]
+    yield {}, f"{x:.2f}×", (x,)
+
+
+def _lm_control(results):
+    for n, c in results["lm_control"].get("compare", {}).items():
+        if not n.endswith("-jitter"):
+            yield {"name": n}, f"{c['pearson']:.8f}, {c['max_abs_loss_diff']:.1e}", (c["pearson"], c["max_abs_loss_diff"])
+
+
+def _lm_ort(results):
+    v = results["lm_throughput"]["backends"].get("onnxruntime", {}).get("vs_eager")
+    if v is not None:
+        yield {}, f"{v:.2f}×", (v,)
+
+
+def _int8_b4(results):
+    v = results["b4_b6_precision"]["results"].get("int8", {}).get("onnxruntime")
+    if v:
+        a = v["decision_agreement_test_split"]
+        yield {}, f"{a:.2%}, max abs Δprob {v['max_abs_prob_diff']:.1e}", (a,)
+
+
+def _sci(x: float) -> str:
+    return f"{x:.0e}".replace("e-0", "e-")  # 0.01 -> "1e-2"
+
+
+GOALS = [
+    Goal("fp32 @512: best npuport backend {0} eager (p50)", "b1_latency_mmbert_base_512", (Bar(">=", 1.1, times),),
+         _vs_eager),
+    Goal("fp32 @512: best backend {0} torch.compile", "b1_latency_mmbert_base_512", (Bar(">=", 1.0, times1),),
+         _vs_compile),
+    Goal("fp32 @512: {0} the best peer exporter ({how})", "b1_latency_mmbert_base_512", (Bar(">=", 1.0, times1),),
+         _vs_peer),
+    Goal("bf16 @512 (OpenVINO's CPU default here): npuport vs optimum-intel default", "b1_latency_mmbert_base_512",
+         (Bar(">=", 1.0),), _bf16_vs_peer),
+    Goal("int8 {0} eager fp32 @512", "b1_latency_mmbert_base_512", (Bar(">=", 2, times),), _int8_b1),
+    Goal("jitter of best backend ≤ eager's", "b1_latency_mmbert_base_512", (Bar("<=", 0.0),), _jitter_vs_eager),
+    Goal("jitter of best backend {0}", "b1_latency_mmbert_base_512", (Bar("<=", 1.10, "{:.2f}".format),), _jitter),
+    Goal("{0} of measured fp32 GEMM peak", "b3_efficiency", (Bar(">=", 0.9, pct),), _gemm_share),
+    Goal("buckets {0} pad-to-512 throughput, identical decisions ({name})", "b2_buckets",
+         (Bar(">=", 3, times), Bar(">=", 1.0)), _buckets),
+    Goal("serve: 0 errors and no 5xx at concurrency 16 for 60 s", "serve_load", (Bar("<=", 0),), _serve_errors),
+    Goal("serve: RSS growth {0} after warm-up", "serve_load", (Bar("<", 0.1, pct),), _serve_rss),
+    Goal("serve: throughput at concurrency 16 {0} concurrency 1", "serve_load", (Bar(">=", 2, times),), _serve_scaling),
+    Goal("LM control run, {name} vs eager: Pearson {0} and max abs Δloss {1}", "lm_control",
+         (Bar(">=", 0.9999), Bar("<=", 1e-2, _sci)), _lm_control),
+    Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",
+         (Bar(">=", 1.0, times1),), _lm_ort),
+    Goal("int8 {0} decision agreement vs fp32 (demo test split)", "b4_b6_precision", (Bar(">=", 0.99, pct),), _int8_b4),
+]
+
+
+def goals(results: dict) -> list[str]:
+    """The P4 goals, each met or not, with the measured ratio."""
+    out = ["## Goals (ratios from one run each)", "", *head("| goal | measured | met |")]
+    return out + [row(text, shown, met) for g in GOALS for text, _, shown, met, _ in g.rows(results)]
+
+
+def _noise_floor(peers: dict) -> str:
+    """On a CPU without bf16 the bf16-hinted OpenVINO artifact runs the very graph of `npuport-openvino` at f32: the
+    spread of their medians is the run's noise floor, the margin a ratio needs before it means anything."""
+    res, note = peers["results"], peers.get("notes", {}).get("npuport-openvino-bf16", "")
+    if "float32" not in note or "npuport-openvino" not in res or "npuport-openvino-bf16" not in res:
+        return ""
+    a, b = res["npuport-openvino"]["p50_ms"], res["npuport-openvino-bf16"]["p50_ms"]
+    return f"; noise floor: the same OpenVINO f32 graph timed twice differs by {abs(a - b) / min(a, b):.1%}"
+
+
+def _peers_fp32(peers: dict) -> tuple[str, ...]:
+    """The fp32 peers: optimum's ORTModel, optimum-intel pinned to f32, and optimum-intel's default too where the
+    CPU plugin runs it at f32 (a CPU without bf16): the fastest of them is the one to beat."""
+    names = ("optimum-onnxruntime", "optimum-intel-openvino-f32")
+    if "float32" in peers.get("notes", {}).get("optimum-intel-openvino", ""):
+        names += ("optimum-intel-openvino",)
+    return names
+
+
+def _npuport_fp32(path: str) -> bool:
+    """npuport's fp32 paths in the peers run: dense and `--attention banded` (fp32 too; its proof is in the notes)."""
+    return path.startswith("npuport-") and not path.endswith("bf16")
+
+
+
+
+def _kept_of(label: str) -> list[str] | None:
+    """The groups an int8 bench label kept in float ([] for none), None for a label that is not int8."""
+    if "-int8" not in label:
+        return None
+    return sorted(label.split("-keep-", 1)[1].split("+")) if "-keep-" in label else []
+
+
+def _peer_fp32_row(results):
+    peers = results["b1_peers"]
+    res = peers["results"]
+    ours = {n: v["p50_ms"] for n, v in res.items() if _npuport_fp32(n)}
+    theirs = {n: v["p50_ms"] for n, v in res.items() if n in _peers_fp32(peers)}
+    bo, bp = min(ours, key=ours.get), min(theirs, key=theirs.get)
+    ratio = theirs[bp] / ours[bo]
+    bo_txt = bo
+    if bo.endswith("-banded"):
+        bo_txt = f"{bo} (`--attention banded`: not bit-exact, its proof is in the B1 peers notes)"
+    yield ({}, f"{bo_txt} {ours[bo]:.0f} ms vs {bp} {theirs[bp]:.0f} ms = {ratio:.2f}× ({peers['date'][:10]}, "
+           f"[peers]({{link}}/results/b1_peers.json){_noise_floor(peers)})", (ratio,), _flags(peers))
+
+
+# int8 speed at 1 x 512 vs eager fp32: what VNNI's int8 dot products allow, and what an AVX2 machine can reach
+INT8_SPEEDUP = {True: Bar(">=", 2.5, times), False: Bar(">=", 2, times)}
+
+
+def _decisions_bar(r: dict) -> Bar:
+    return Bar(">=", r["goal_agreement"], lambda x: f"{x * 100:g} %")  # the bar p11_int8.py gated on, from its JSON
+
+
+def _int8_row(results):
+    """Speed and decisions must hold on one runtime and one graph: a static variant's decisions on the demo's unseen
+    rows (the decisions part: test and test_family) go with the speed at 1 x 512 of the int8 artifacts that keep the
+    same groups in float (the speed part; bench labels them -keep-GROUPS). Calibration changes the scales, not the
+    graph; kept groups do."""
+    r = results["p11_int8"]
+    sp, dec, dbar = r.get("speed"), r.get("decisions"), _decisions_bar(r)
+    held = {n: v for n, v in (dec or {}).get("variants", {}).items() if "dynamic" not in n and not v["refused"]}
+    if not sp:
+        best = max(held.items(), key=lambda kv: _held_out(kv[1]), default=None)
+        txt = f"{best[0]} {_held_out(best[1]):.2%}" if best else "no static variant measured"
+        yield ({"goal": "{0} (VNNI) / {1}; {2}"}, f"speed not measured; best static variant on unseen data: {txt}",
+               (None,), _flags(dec) if dec else "—", (INT8_SPEEDUP[True], INT8_SPEEDUP[False], dbar))
+        return
+    speed = INT8_SPEEDUP[_has_vnni(sp)]
+    eager = sp["results"]["eager"]["p50_ms"]
+    rows = []
+    for good, v in held.items():
+        rt = v["runtime"]
+        speeds = {n: eager / s["p50_ms"] for n, s in sp["results"].items()
+                  if n.startswith(rt + "-") and _kept_of(n) == sorted(v["kept_fp32"])}
+        if speeds:
+            fast = max(speeds, key=speeds.get)
+            rows.append((speed.holds(speeds[fast]) and dbar.holds(_held_out(v)), speeds[fast], rt, fast, good,
+                         _held_out(v)))
+    if not rows:
+        yield {"goal": "{0}; {1}"}, "no runtime has both figures", (None, None), _flags(sp), (speed, dbar)
+        return
+    _, x, rt, fast, good, agree = max(rows)
+    flags = _flags(sp) + ("" if _flags(sp) == _flags(dec) else f" (decisions: {_flags(dec)})")
+    isa = "VNNI" if _has_vnni(sp) else "no VNNI"
+    yield ({"goal": f"{{0}} ({isa}); {{1}}"}, f"{rt}: {fast} {x:.2f}× ({sp['date'][:10]}); the same graph's decisions "
+           f"on unseen data (the lower of test and test_family): {good} {agree:.2%}", (x, agree), flags, (speed, dbar))
+
+
+def _overhead_row(results):
+    o = results["p11_int8"].get("overhead")
+    if o:
+        x = o["overhead_vs_raw"]["npuport Session.run"]
+        yield {}, f"{x:+.1%} ({o['date'][:10]})", (x,), _flags(o)
+
+
+LM_THROUGHPUT = ("lm_throughput", "lm_throughput_avx512")  # the same benchmark on an AVX2 and an AVX-512 machine
+
+
+def _lm_step_rows(results):
+    for key in LM_THROUGHPUT:  # one row per machine measured: the ratios differ between them
+        lt = results.get(key)
+        if not lt:
+            continue
+        fp32 = {n: v for n, v in lt["backends"].items() if v.get("precision", "fp32") == "fp32"}  # the same arithmetic
+        x, name = max((v["vs_eager"], n) for n, v in fp32.items() if "vs_eager" in v and n != "eager")
+        gemm = f"; eager's matmul {lt['torch_matmul_gflops']:.0f} GFLOPS" if "torch_matmul_gflops" in lt else ""
+        yield {"preset": lt["preset"]}, f"{name} {x:.2f}× ({lt['date'][:10]}{gemm})", (x,), _flags(lt)
+        bf16 = _lm_bf16(lt, results.get("lm_control_bf16"))
+        if bf16:  # beyond the fp32 goal: reported beside it, judged by nothing
+            yield {"goal": "—", "preset": lt["preset"]}, bf16, (None,), _flags(lt), ()
+
+
+def _lm_bf16(lt: dict, control: dict | None) -> str | None:
+    """bf16 mixed precision is beyond the fp32 goal: reported beside it, against eager fp32 and eager's own autocast,
+    with the loss curve of the same runtime against the fp32 control when a bf16 control run was measured."""
+    b = lt["backends"]
+    graph = [(v["vs_eager"], n) for n, v in b.items() if v.get("precision") == "bf16" and not n.startswith("eager")]
+    if not graph:
+        return None
+    x, n = max(graph)
+    peer = b.get("eager-bf16")
+    vs_peer = f", {b['eager-bf16']['step_ms_median'] / b[n]['step_ms_median']:.2f}× eager-bf16 (autocast)" if peer else ""
+    ran = ("gradient graph executed in bf16" if "bf16" in b[n].get("executes_in", [])
+           else "stayed in f32: this CPU has no native bf16")
+    curve = ""
+    c = (control or {}).get("compare", {}).get(n)
+    if c:
+        curve = (f"; loss curve vs the fp32 control over {control['steps']} steps: Pearson {c['pearson']:.4f}, max abs Δloss "
+                 f"{c['max_abs_loss_diff']:.3f} ([control]({{link}}/results/lm_control_bf16.json))")
+    return f"{n} ({ran}) {x:.2f}× eager fp32{vs_peer}{curve}"
+
+
+def _gpu_row(results):
+    gpu = results.get("b5_gpu")
+    if gpu:
+        yield ({}, f"{gpu['best']} {gpu['best_p50_ms']:.2f} ms ({gpu['device']}, {gpu['date'][:10]})",
+               (gpu["best_p50_ms"],), gpu["device"])
+    else:
+        yield {}, "not measured: no GPU was lent to the sessions that worked on P11", (None,), "—"
+
+
+P11_GOALS = [
+    Goal("best fp32 path vs best fp32 peer, mmBERT-base 1 × 512", "b1_peers", (Bar(">=", 1.05, times),),
+         _peer_fp32_row, goal="{0}"),
+    Goal("int8 (static, calibrated) vs eager fp32, 1 × 512; decisions on the eval data", "p11_int8", (), _int8_row),
+    Goal("demo detector at 64 tokens: npuport session call vs raw runtime call", "p11_int8", (Bar("<=", 0.05,
+         lambda x: f"{x * 100:g} %"),), _overhead_row, goal="overhead {0}"),
+    Goal("LM step tokens/s, best runtime vs eager (`{preset}`, fp32)", "p11_int8", (Bar(">=", 1.2, times),),
+         _lm_step_rows, goal="{0}"),
+    Goal("GPU 1 × 512 mmBERT-base p50", "p11_int8", (Bar("<=", 2, "{:g} ms".format),), _gpu_row, goal="{0}"),
+]
+BF16_ROW = "LM step, bf16 mixed precision (fp32 master weights; beyond the fp32 goal)"
+
+
+def p11_goals(results: dict, link: str) -> list[str]:
+    """The P11 goals table: each row met or not, with the CPU flags of the machine that measured it."""
+    if "p11_int8" not in results:
+        return []
+    out = ["**P11 goals** (ratios measured side by side in one run each; the CPU flags of the machine that measured "
+           "each row)", "", *head("| metric | goal | measured | met | CPU flags |")]
+    for g in P11_GOALS:
+        for text, goal, shown, met, flags in g.rows(results):
+            bf16 = goal == "—"
+            out.append(row(BF16_ROW if bf16 else text, goal, shown.replace("{link}", link), "—" if bf16 else met, flags))
+    return out

@@ -1,0 +1,506 @@
+"""The sections of RESULTS.md: one function per results JSON, (results, link to benchmarks/) -> markdown lines.
+Every figure comes from the JSON; render.py lists which section shows which JSON."""
+
+from __future__ import annotations
+
+import json
+import operator
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+HERE = Path(__file__).resolve().parent
+
+
+class Bar(NamedTuple):
+    """A threshold: the comparison, the value and how the goal's text shows it (e.g. "≥ 1.1×")."""
+
+    op: str  # ">=", "<=", "<"
+    value: float
+    fmt: Callable[[float], str] = "{:g}".format
+
+    def __str__(self) -> str:
+        return f"{SYMBOL[self.op]} {self.fmt(self.value)}"
+
+    def holds(self, x: float) -> bool:
+        return OPS[self.op](x, self.value)
+
+
+OPS = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
+SYMBOL = {">=": "≥", "<=": "≤", "<": "<"}
+times = "{:g}×".format  # 2 -> "2×"
+times1 = "{:.1f}×".format  # 1 -> "1.0×"
+pct = "{:.0%}".format
+
+
+SERVE_OVERLOAD_P99 = Bar("<=", 2, times)  # admitted p99 at 4x overload, relative to saturation
+DETECTOR_VAL_F1 = Bar("<=", 0.01)  # |Δ val F1| of a static-graph fine-tune vs the eager control
+DETECTOR_PEARSON = Bar(">=", 0.9999)  # its loss curve vs the control's
+
+
+def load(name: str) -> dict | None:
+    p = HERE / "results" / f"{name}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def head(header: str) -> list[str]:
+    """The one table helper: a header row and its separator, the column count taken from the header."""
+    return [header, "|" + "---|" * (header.count("|") - 1)]
+
+
+def row(*cells) -> str:
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def e(x: float) -> str:
+    return "0 (exact)" if x == 0 else f"{x:.1e}"
+
+
+def machine_line(r: dict) -> str:
+    m, v = r["machine"], r["versions"]
+    iree = f", iree {v['iree-base-compiler']}" if v.get("iree-base-compiler") else ""
+    flags = f" (CPU flags: {' '.join(m['cpu_flags'])})" if m.get("cpu_flags") else ""
+    return (f"{m['processor']}, {m['cpu_count']} CPUs{flags}; torch {v['torch']}, transformers {v['transformers']}, "
+            f"onnxruntime {v['onnxruntime']}, openvino {v['openvino']}{iree}; {r['date'][:10]}")
+
+
+def port_section(r: dict, link: str) -> list[str]:
+    rep = r["report"]
+    out = [f"**Port of {rep['source']['preset']} (random init, {rep['source']['parameters'] / 1e6:.0f}M parameters), batch 1 × "
+           f"{rep['shapes']['buckets'][0]} tokens, fp32** — `{r['command']}` ([script]({link}/port_mmbert_base.py), "
+           f"[JSON]({link}/results/{Path(r['_file']).name})). Wall {rep['wall_seconds']:.0f} s, peak RSS "
+           f"{rep['peak_rss_mb'] / 1024:.1f} GB, disk {rep['disk_mb'] / 1024:.1f} GB. {machine_line(r)}.", "",
+           *head("| capture proof (eager HF model vs graph) | max abs Δlogit |")]
+    out += [f"| {m} | {e(p['max_abs_diff'])} |" for m, p in rep["capture"].items()]
+    out += ["", *head("| backend | max abs Δlogit | max abs Δprob | decisions agree | p50 ms | p99 ms |")]
+    for b, v in rep["backends"].items():
+        v = v["fp32"]
+        out.append(f"| {b} | {e(v['max_abs_logit_diff'])} | {e(v['max_abs_prob_diff'])} | {v['decision_agreement']:.0%} | "
+                   f"{v['p50_ms']:.0f} | {v['p99_ms']:.0f} |")
+    return out
+
+
+def demo_section(r: dict, link: str) -> list[str]:
+    rep, b = r["report"], r["build"]
+    d = rep["detector"]
+    tr = b["data"]["splits"]
+    first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark), "
+             if r.get("empty_cache") else "")
+    out = [f"**`npuport demo`** ([script]({link}/demo_run.py), [JSON]({link}/results/demo.json)): demo detector "
+           f"({b.get('init', 'scratch')} init, {b['train']['train_rows']} training rows, {tr['train']['personas']} training "
+           f"personas) built in {b['seconds']:.0f} s; {first}demo wall {rep['wall_seconds']:.0f} s with the model cached. "
+           f"{machine_line(r)}.", "",
+           f"- Test split, {d['n']} rows, {tr['test']['personas']} personas never seen in training: **F1 {d['f1']:.3f}**, "
+           f"accuracy {d['accuracy']:.3f}, ROC-AUC {d['roc_auc']:.3f}, ECE {d['ece']:.3f}."]
+    h = rep.get("detector_held_out_family")
+    if h:
+        out.append(f"- Held-out template family (same personas, phrasings no training row used), {h['n']} rows: "
+                   f"**F1 {h['f1']:.3f}**, precision {h['precision']:.3f}, recall {h['recall']:.3f}, ROC-AUC {h['roc_auc']:.3f}.")
+    out.append("")
+    pb = rep["bench"]["per_bucket"]
+    seqs = sorted(pb, key=int)
+    out += [*head("| path | parity: max abs Δprob, decisions | " + " | ".join(f"p50 ms @ {s}" for s in seqs) + " | bucketed vs padded |")]
+    out.append("| eager PyTorch | reference | " + " | ".join(f"{pb[s]['eager']['p50_ms']:.2f}" for s in seqs) + " | — |")
+    for name, per in rep["port"]["backends"].items():
+        v = per["fp32"]
+        mix = rep["bench"]["length_mix"][name]
+        out.append(f"| {name} | {e(v['max_abs_prob_diff'])}, {v['decision_agreement']:.0%} | "
+                   + " | ".join(f"{pb[s][name]['p50_ms']:.2f}" for s in seqs) + f" | {mix['speedup']:.2f}× |")
+    return out
+
+
+def demo_init_section(r: dict, link: str) -> list[str]:
+    res = r["results"]
+    out = [f"**Demo detector: which init** ([script]({link}/demo_init.py), [JSON]({link}/results/demo_init.json)). Same seeded "
+           "data; F1 at the threshold each build chose on its own validation split. *test*: personas never seen in "
+           "training; *held-out family*: the same personas written only with templates no training row used; *check*: "
+           f"{r['check_rows']} rows written by hand ([{r['check_set']}]({link}/{r['check_set'].removeprefix('benchmarks/')})), "
+           f"other characters and phrasing, never used for training or thresholds. {machine_line(r)}.", "",
+           *head("| init | parameters | build s | F1 test | F1 held-out family | F1 check (P / R) | check ROC-AUC | "
+           "check F1 en / ja / ko | [UNK] share ja / ko (check) |")]
+    for init, v in res.items():
+        c = v["check"]
+        langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
+        unk = " / ".join(f"{c[k]['unk_share']:.1%}" for k in ("ja", "ko") if k in c)
+        out.append(f"| {init} | {v['parameters'] / 1e6:.1f}M | {v['build_seconds']:.0f} | {v['test']['all']['f1']:.3f} | "
+                   f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
+                   f"{c['all']['recall']:.2f}) | {c['all']['roc_auc']:.3f} | {langs} | {unk} |")
+    return out
+
+
+def pretrained_section(r: dict, link: str) -> list[str]:
+    res = r["results"]
+    out = [f"**all-MiniLM-L6-v2, real weights, ported with proof** ([script]({link}/pretrained_minilm.py), "
+           f"[JSON]({link}/results/pretrained_minilm.json)): parity vs eager fp32 on real sentences (demo test split + "
+           f"hand-written check set), max abs Δprob and decision agreement, per precision; *random* is the same "
+           f"architecture at random init; **FAIL** marks a port outside its precision's tolerance (verify.py). "
+           f"{machine_line(r)}.", ""]
+    runtimes = sorted({b for m in res.values() for p, per in m.items() if p in ("fp32", "fp16", "bf16", "int8") for b in per})
+    out += [*head("| model | precision | " + " | ".join(runtimes) + " |")]
+    for name, m in res.items():
+        for prec in ("fp32", "fp16", "bf16", "int8"):
+            if prec not in m:
+                continue
+            cells = [f"{e(m[prec][b]['max_abs_prob_diff'])}, {m[prec][b]['decision_agreement']:.1%}"
+                     + ("" if m[prec][b]["pass"] else " **FAIL**") if b in m[prec] else "—" for b in runtimes]
+            out.append(f"| {name} | {prec} | " + " | ".join(cells) + " |")
+    return out
+
+
+def b1_section(r: dict, link: str) -> list[str]:
+    b = r["bench"]
+    res = b["results"]
+    eager = res["eager"]["p50_ms"]
+    out = [f"**B1 latency: {r['preset']} (published config, random init), batch 1 × {r['seq_len']} tokens** — "
+           f"{b['runs']} runs per path, interleaved in one process ([script]({link}/b1_latency.py), "
+           f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| path | p50 ms | p99 ms | max ms | jitter p99/p50 | speed vs eager (p50) | parity max abs Δlogit |")]
+    parity = {**{k: v["max_abs_logit_diff"] for k, v in r["parity"]["fp32"].items()},
+              "onnxruntime-int8": r["parity"]["int8"]["max_abs_logit_diff"]}
+    for n, st in sorted(res.items(), key=lambda kv: kv[1]["p50_ms"]):
+        out.append(f"| {n} | {st['p50_ms']:.0f} | {st['p99_ms']:.0f} | {st['max_ms']:.0f} | {st['jitter']:.3f} | "
+                   f"{eager / st['p50_ms']:.2f}× | {e(parity[n]) if n in parity else 'reference' if n == 'eager' else '—'} |")
+    out += ["", "The peer exporters (optimum, optimum-intel) need transformers 4.x and run in their own environment: see B1 peers."]
+    return out
+
+
+def b2_section(r: dict, link: str) -> list[str]:
+    L = r["lengths"]
+    out = [f"**B2 buckets {r['buckets']} vs padding to 512**, {r['preset']}, {L['n']} rows (length p50 {L['p50']:.0f}, "
+           f"p90 {L['p90']:.0f}, max {L['max']}) ([script]({link}/b2_buckets.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| backend | bucketed rows/s | padded rows/s | throughput ratio | mean ms (bucketed / padded) | p99 ms (bucketed / padded) | decisions agree |")]
+    for n, v in r["results"].items():
+        out.append(f"| {n} | {v['buckets']['rows_per_s']:.2f} | {v['pad_to_512']['rows_per_s']:.2f} | {v['throughput_ratio']:.2f}× | "
+                   f"{v['buckets']['mean_ms']:.0f} / {v['pad_to_512']['mean_ms']:.0f} | {v['buckets']['p99_ms']:.0f} / "
+                   f"{v['pad_to_512']['p99_ms']:.0f} | {v['decision_agreement']:.0%} |")
+    return out
+
+
+def b3_section(r: dict, link: str) -> list[str]:
+    out = [f"**B3 efficiency**: {r['gflop_per_forward']:.1f} GFLOP per forward (analytic, dense-masked attention); measured fp32 "
+           f"GEMM peak {r['gemm_peak_gflops']:.0f} GFLOP/s ({r['gemm']}, {r['threads']} threads) "
+           f"([script]({link}/b3_efficiency.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| path | GFLOP/s | share of GEMM peak |")]
+    for n, v in sorted(r["paths"].items(), key=lambda kv: -kv[1]["gflops_per_s"]):
+        out.append(f"| {n} | {v['gflops_per_s']:.0f} | {v['fraction_of_gemm_peak']:.0%} |")
+    prof = r.get("eager_profile_self_cpu_share")
+    if prof:
+        out += ["", "Profile of eager PyTorch at 1 × 512 (torch.profiler, share of self CPU time): "
+                + ", ".join(f"`{k}` {v:.0%}" for k, v in prof.items()) + "."]
+    return out
+
+
+def b4_section(r: dict, link: str) -> list[str]:
+    out = [f"**B4/B6 lower precision** on the trained demo detector, drift vs eager fp32 and decisions on the demo test split "
+           f"([script]({link}/b4_b6_precision.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| precision | backend | ran as | max abs Δlogit | max abs Δprob | decisions agree (test) | p50 ms @128 |")]
+    for prec, per in r["results"].items():
+        for b, v in per.items():
+            out.append(f"| {prec} | {b} | {v.get('execution_precision') or prec} | {e(v['max_abs_logit_diff'])} | "
+                       f"{e(v['max_abs_prob_diff'])} | {v['decision_agreement_test_split']:.2%} | {v['p50_ms_at_128']:.2f} |")
+    return out
+
+
+def serve_section(r: dict, link: str) -> list[str]:
+    raw = r["raw_session_latency"]
+    out = [f"**Serving under load** — {r['model']}; `{r['server']}`; closed-loop clients on loopback, on the same 2 cores as "
+           f"the server ([script]({link}/serve_load.py), [JSON]({link}/results/{r['_file']})). Raw session latency without "
+           f"HTTP: p50 {raw['p50_ms']:.1f} ms.", "",
+           *head("| concurrency | seconds | requests/s | p50 ms | p99 ms | errors | 5xx | server RSS growth after warm-up |")]
+    for x in r["results"]:
+        out.append(f"| {x['concurrency']} | {x['duration_s']:.0f} | {x['throughput_rps']:.1f} | {x['latency']['p50_ms']:.1f} | "
+                   f"{x['latency']['p99_ms']:.1f} | {x['errors']} | {x['http_5xx']} | {x['rss_growth_after_warmup']:.2%} |")
+    out += ["", f"Throughput at concurrency 16 is {r['c16_vs_c1_throughput']:.2f}× that at concurrency 1.", ""]
+    ov = r.get("overload")
+    if ov:
+        out += [f"Overload: the server admits {ov['admit']} requests at a time (`--max-concurrent-requests "
+                f"{ov['admit']}`), driven at that concurrency and at 4×; a client answered 429 retries after 20 ms.", "",
+                *head("| clients | admitted requests/s | admitted p50 ms | admitted p99 ms | 429 share | other errors | 5xx | "
+                "server RSS growth after warm-up |")]
+        for c, x in ov["runs"].items():
+            a = x["admitted_latency"] or {"p50_ms": float("nan"), "p99_ms": float("nan")}
+            out.append(f"| {c} | {x['admitted_rps']:.1f} | {a['p50_ms']:.1f} | {a['p99_ms']:.1f} | {x['share_429']:.1%} | "
+                       f"{x['errors']} | {x['http_5xx']} | {x['rss_growth_after_warmup']:.2%} |")
+        out += ["", f"Admitted p99 at 4× overload is {ov['admitted_p99_ratio']:.2f}× its value at saturation "
+                f"(goal {SERVE_OVERLOAD_P99}: {'met' if SERVE_OVERLOAD_P99.holds(ov['admitted_p99_ratio']) else 'not met'})."]
+    return out
+
+
+def peers_section(r: dict, link: str) -> list[str]:
+    out = [f"**B1 peers** (own environment: transformers {r['versions']['transformers']}, optimum {r['versions'].get('optimum')}, "
+           f"optimum-onnx {r['versions'].get('optimum-onnx')}, optimum-intel {r['versions'].get('optimum-intel')}), backbone only, "
+           f"1 × 512, interleaved with eager in that process ([script]({link}/b1_peers.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| path | p50 ms | p99 ms | speed vs eager (same process) |")]
+    for n, v in r["results"].items():
+        out.append(f"| {n} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {r['speed_vs_eager'][n]:.2f}× |")
+    for n, note in r["notes"].items():
+        if not n.endswith("vs_eager"):
+            out.append(f"\n- {n}: {note}")
+    return out
+
+
+def lm_control_section(r: dict, link: str) -> list[str]:
+    runs = r["runs"]
+    ref = next(iter(runs))
+    title = "LM control run, bf16 mixed precision" if any(n.endswith("-bf16") for n in runs) else "LM control run (P3)"
+    out = [f"**{title}** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.1f}M parameters), {r['steps']} "
+           f"steps, batch {r['batch']} × {r['seq_len']} characters of `{Path(r['corpus']).name}`, peak lr {r.get('lr', 3e-3):g}; "
+           f"the same init, data and schedule on every backend; each run against `{ref}` with `npuport lm compare` "
+           f"([script]({link}/lm_control.py), [JSON]({link}/results/{r['_file']}), [plot]({link}/results/{r['plot'].split('/')[-1]})). "
+           + ("`eager-jitter` is eager again from an init perturbed by 1e-7 relative (one ulp): the fp32 noise floor any "
+              "non-bit-identical implementation shares. " if any(n.endswith("-jitter") for n in runs) else "")
+           + ("`-bf16` runs train in bf16 mixed precision (`lm train --precision bf16`: bf16 gradients, fp32 master "
+              "weights and AdamW; eager by autocast, OpenVINO by its bf16 hint on the gradient graph"
+              + _executes_in(runs) + "): not the fp32 arithmetic, so they are judged by the loss curve, not bit for bit. "
+              if any(n.endswith("-bf16") for n in runs) else "") + f"{machine_line(r)}.", "",
+           *head("| run | final loss | val loss (bpc) | Pearson vs eager | max abs Δloss | final max abs Δparam | Gather/Scatter ops in graph |")]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        gl = ", ".join(sorted({o for g in v["graphs"].values() for o in g["gather_like_ops"]})) or ("none" if v["graphs"] else "—")
+        cmp = (f"{c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | {c.get('final_max_abs_param_diff', float('nan')):.1e}"
+               if c else "(reference) | — | —")
+        out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {cmp} | {gl} |")
+    floor = next((c["max_abs_loss_diff"] for n, c in r["compare"].items() if n.endswith("-jitter")), None)
+    if floor is not None:  # the sentence is computed, not typed: which runtime sits within the fp32 noise floor
+        graph = {n: c for n, c in r["compare"].items() if not n.endswith("-jitter")}
+        within = [n for n, c in graph.items() if c["max_abs_loss_diff"] <= floor]
+        above = [f"{n} ({c['max_abs_loss_diff']:.1e})" for n, c in graph.items() if c["max_abs_loss_diff"] > floor]
+        out += ["", f"Against the 1-ulp noise floor (max abs Δloss {floor:.1e}): within it "
+                f"{', '.join(within) or 'none'}; above it {', '.join(above) or 'none'}."]
+    return out
+
+
+def _executes_in(runs: dict) -> str:
+    ran = sorted({p for v in runs.values() for p in v.get("executes_in", [])} - {"f32"})
+    return f", which ran in {', '.join(ran)} on this CPU" if ran else ", which stayed in f32 on this CPU (no native bf16)"
+
+
+def lm_npu_section(r: dict, link: str) -> list[str]:
+    """Backprop on the Qualcomm HTP simulator vs the eager fp32 control (P9 #4)."""
+    runs = r["runs"]
+    ref = next(iter(runs))
+    out = [f"**LM training on an NPU (P9)** — preset `{r['preset']}` ({runs[ref]['n_params'] / 1e6:.3f}M parameters), "
+           f"{r['steps']} steps, batch {r['batch']} × {r['seq_len']} characters of `{Path(r['corpus']).name}`, peak lr "
+           f"{r['lr']:g}, same init, data and schedule. `qnn`: the gradient graph (scaled loss) compiled for the Hexagon HTP "
+           f"in fp16 and executed in Qualcomm's x86 HTP simulator, AdamW in fp32 on the host on fp32 master weights, "
+           f"dynamic loss scaling; `-npu` = the gather-free graph ([script]({link}/lm_control.py), "
+           f"[JSON]({link}/results/{r['_file']}), [plot]({link}/results/{r['plot'].split('/')[-1]})). Steps/s in the "
+           f"simulator are simulation speed, not the chip's. {machine_line(r)}.", "",
+           *head("| run | final loss | val loss | Pearson vs eager | max abs Δloss | skipped steps | loss scale (min–max) | ops left on the host | steps/s |")]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        mp = v.get("mixed_precision")
+        host = ", ".join(sorted({o for g in v["graphs"].values() for o in g.get("host_ops", [])})) or ("none" if mp else "—")
+        cmp = f"{c['pearson']:.6f} | {c['max_abs_loss_diff']:.1e}" if c else "(control) | —"
+        sc = f"{mp['skipped_steps']} | {mp['loss_scale_min']:g}–{mp['loss_scale_max']:g}" if mp else "— | —"
+        sps = v["tokens_per_s_median"] / (r["batch"] * r["seq_len"])
+        out.append(f"| {n} | {v['final_loss']:.4f} | {v['val_loss']:.4f} | {cmp} | {sc} | {host} | {sps:.2f} |")
+    return out
+
+
+def npu_port_section(r: dict, link: str) -> list[str]:
+    """The demo detector and mmBERT-small on the two NPUs that install here (P9 #5)."""
+    out = [f"**The detector on NPUs (P9)** — {r['demo_model']}, buckets {r['buckets']}, calibrated on {r['calibration_rows']} "
+           f"rows of the demo validation split, judged on {r['eval_rows']} rows of the test split "
+           f"([script]({link}/npu_port.py), [JSON]({link}/results/{r['_file']})). What executes here: `simulator` = "
+           f"Qualcomm's x86 HTP simulator running the compiled context binary; `reference` = the TOSA reference model "
+           f"running the exact partitions handed to Vela. Ethos-U speed is Vela's cycle estimate, not a measurement. "
+           f"{machine_line(r)}.", "",
+           *head("| target | executes | max abs Δlogit (data) | decisions (data) | whole graph on NPU | result | per bucket |")]
+    for name, v in r["detector"].items():
+        if "failed" in v:
+            out.append(f"| {name} | — | — | — | — | failed: {v['failed'][-160:]} | — |")
+            continue
+        d = v["parity"].get("data", v["parity"]["probes"])
+        if "per_bucket" in v:
+            per = "; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.2f} ms at {b['clock_mhz']:g} MHz, "
+                            f"fake-quant vs reference {b['proof']['fake_quant_vs_reference_max_abs']:.1e}"
+                            for s, b in v["per_bucket"].items())
+        else:
+            per = "host ops: " + "; ".join(f"{s}: {', '.join(h) or 'none'}" for s, h in v["host_ops"].items())
+        out.append(f"| {name} | {v['executes']} | {d['max_abs_logit_diff']:.1e} | {d['decision_agreement']:.1%} | "
+                   f"{'yes' if v['whole_graph_on_npu'] else 'no'} | {'PASS' if v['pass'] else 'FAIL'} | {per} |")
+    for name, v in r.get("mmbert_small", {}).items():
+        if "failed" in v:
+            chk = v.get("check")
+            pre = (f"`npuport check` ({chk['wall_s']:.0f} s): {chk['verdict'][:300]}" if chk else "—")
+            out.append(f"| mmBERT-small {name} | — | — | — | — | port did not complete ({v['wall_s']:.0f} s): "
+                       f"{v['failed'].strip().splitlines()[-1][:200]} | {pre} |")
+        else:
+            p = v["parity"]["probes"]
+            per = ("; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.1f} ms" for s, b in v["per_bucket"].items())
+                   if "per_bucket" in v else "")
+            out.append(f"| mmBERT-small {name} (probes) | {v['executes']} | {p['max_abs_logit_diff']:.1e} | "
+                       f"{p['decision_agreement']:.1%} | {'yes' if v['whole_graph_on_npu'] else 'no'} | "
+                       f"{'PASS' if v['pass'] else 'FAIL'} | {per} |")
+    return out
+
+
+def lm_throughput_section(r: dict, link: str) -> list[str]:
+    out = [f"**LM training throughput** — preset `{r['preset']}` ({r['n_params'] / 1e6:.1f}M parameters), batch {r['batch']} × "
+           f"{r['seq_len']}, {r['threads']} threads for every backend, {r['rounds']} interleaved rounds of "
+           f"{r['steps_per_round']} steps, medians ([script]({link}/lm_throughput.py), [JSON]({link}/results/{r['_file']})). "
+           f"Peak RSS {r['peak_rss_mb'] / 1024:.2f} GB"
+           + (f"; eager PyTorch's fp32 matmul at the step's largest shape: {r['torch_matmul_gflops']:.0f} GFLOPS"
+              if "torch_matmul_gflops" in r else "") + f". {machine_line(r)}.", "",
+           *head("| backend | precision (executes in) | tokens/s | step ms (median) | vs eager fp32 | setup s (export + compile) |")]
+    for n, v in r["backends"].items():
+        vs = f"{v['vs_eager']:.2f}×" if "vs_eager" in v else "—"
+        prec = v.get("precision", "fp32") + (f" ({', '.join(v['executes_in'])})" if v.get("executes_in") else "")
+        out.append(f"| {n} | {prec} | {v['tokens_per_s']:,.0f} | {v['step_ms_median']:.0f} | {vs} | {v['setup_s']:.1f} |")
+    if any(v.get("precision") == "bf16" for v in r["backends"].values()):
+        out += ["", "bf16 rows: mixed precision (`lm train --precision bf16`), not eager's fp32 arithmetic; their peer is "
+                "`eager-bf16` (PyTorch autocast), their loss curves against the fp32 control are in the bf16 control run."]
+    if r.get("onnxruntime_profile"):
+        prof = ", ".join(f"{k} {v:.0%}" for k, v in list(r["onnxruntime_profile"].items())[:6])
+        out += ["", f"ONNX Runtime step profile (share of kernel time): {prof}."]
+    return out
+
+
+def lm_distributed_section(r: dict, link: str) -> list[str]:
+    out = [f"**Data-parallel LM training (P6)** — preset `{r['preset']}`, {r['steps']} steps × global batch {r['global_batch']} × "
+           f"{r['seq_len']} characters ({r['tokens_total']:,} tokens for every configuration), `{r['backend']}` step graphs, one "
+           f"thread per worker, torch.distributed gloo ([script]({link}/lm_distributed.py), [JSON]({link}/results/{r['_file']}), "
+           f"[plot]({link}/results/lm_distributed.png)). {r['note']} MB sent = the all-reduce payload per worker (a ring "
+           f"all-reduce moves 2(N−1)/N of it over each link). {machine_line(r)}.", "",
+           *head("| configuration | final val loss (bpc) | MB sent per worker | wall s | DiLoCo: val-loss gap vs all-reduce N=4 | communication reduction |")]
+    for n, v in r["runs"].items():
+        gap = f"{v['val_loss_gap_vs_allreduce_4']:+.4f}" if "val_loss_gap_vs_allreduce_4" in v else "—"
+        red = f"{v['communication_reduction_vs_allreduce_4']:.0f}×" if "communication_reduction_vs_allreduce_4" in v else "—"
+        sent = f"{v['bytes_sent_per_worker'] / 1e6:,.1f}" if v["workers"] > 1 else "0 (one worker)"
+        out.append(f"| {n} | {v['val_loss']:.4f} ({v['val_bpc']:.3f}) | {sent} | "
+                   f"{v['wall_s']:.0f} | {gap} | {red} |")
+    return out
+
+
+def lm_gpu_section(r: dict, link: str) -> list[str]:
+    m, v = r["machine"], r["versions"]
+    out = [f"**LM control run on a GPU (the field report's setup)** — eager PyTorch on an {r['gpu']} (fp32, TF32 off) vs the "
+           f"static-graph step on ONNX Runtime ({r['cpu_threads_for_onnxruntime']} CPU threads) on the same lent machine "
+           f"({m['processor']}; torch {v['torch']}, onnxruntime {v['onnxruntime']}; {r['date'][:10]}) "
+           f"([script]({link}/lm_gpu_control.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| model | steps | final loss GPU / ORT | val loss GPU / ORT | Pearson | max abs Δloss | tokens/s GPU / ORT | ORT peak RSS |")]
+    for part, x in r["parts"].items():
+        g, o, c = x["runs"]["eager-cuda"], x["runs"]["onnxruntime"], x["compare"]
+        out.append(f"| {part} ({g['n_params'] / 1e6:.1f}M) | {x['config']['steps']} | {g['final_loss']:.4f} / {o['final_loss']:.4f} | "
+                   f"{g['val_loss']:.4f} / {o['val_loss']:.4f} | {c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | "
+                   f"{g['tokens_per_s']:,.0f} / {o['tokens_per_s']:,.0f} | {o['peak_rss_mb'] / 1024:.1f} GB |")
+    return out
+
+
+def b5_section(r: dict, link: str) -> list[str]:
+    """B5 on a lent GPU: latency and parity to eager fp32 of every CUDA path."""
+    out = [f"**B5 — {r['preset']} 1 × {r['seq_len']} on a GPU** ({r['device']}; {r['runs']} runs per path; "
+           f"[script]({link}/b5_gpu.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| path | p50 ms | p99 ms | max ms | max abs Δlogit vs eager fp32 |")]
+    for n, v in r["results"].items():
+        out.append(f"| {n} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | {v['max_ms']:.2f} | {e(v['max_abs_logit_diff'])} |")
+    out += [f"| {n} | skipped: {why} | | | |" for n, why in r.get("skipped", {}).items()]
+    return out
+
+
+def iree_flags_section(r: dict, link: str) -> list[str]:
+    out = [f"**IREE compile flags for the LM step** — preset `{r['preset']}`, fused step graph, batch {r['batch']} × "
+           f"{r['seq_len']}, variants timed interleaved ([script]({link}/iree_flags.py), [JSON]({link}/results/{r['_file']})). "
+           f"{machine_line(r)}.", "", *head("| variant | flags | compile s | step ms (median) | vs default |")]
+    for n, v in r["variants"].items():
+        if "error" in v:
+            out.append(f"| {n} | `{' '.join(v['flags'])}` | failed: {v['error']} | — | — |")
+            continue
+        out.append(f"| {n} | `{' '.join(v['flags']) or '(none)'}` | {v['compile_s']} | {v['step_ms_median']} | "
+                   f"{v['vs_default']:.2f}× |")
+    return out
+
+
+def detector_control_section(r: dict, link: str) -> list[str]:
+    """The detector fine-tuned with its step on static-graph runtimes vs the same schedule in eager PyTorch (P12)."""
+    runs, rc = r["runs"], r["recipe"]
+    ref = next(iter(runs))
+    bf16 = any(v.get("precision") == "bf16" for v in runs.values())
+    title = ("Detector fine-tuned in bf16 mixed precision (`detector train --precision bf16`) vs the fp32 control" if bf16
+             else "Detector fine-tuned on static-graph runtimes (P12)")
+    out = [f"**{title}** — {r['init']}, top {rc['train_top_layers']} layers "
+           f"+ head trained ({runs[ref]['trained_parameters'] / 1e6:.2f}M parameters), {r['data']}; {rc['epochs']} epochs, "
+           f"batch {rc['batch']}, buckets {'/'.join(map(str, rc['buckets']))}, one step graph per bucket sharing one set "
+           f"of weights. Same init, data order and schedule everywhere; `{ref}` runs the same static schedule in eager "
+           f"PyTorch ([script]({link}/detector_control.py), [JSON]({link}/results/{r['_file']}), "
+           f"[plot]({link}/results/{r['plot'].split('/')[-1]})). {machine_line(r)}.", "",
+           *head("| run | val F1 | test F1 | Pearson vs control | max abs Δloss | test decisions = control | tokens/s | × control | Gather/Scatter ops |")]
+    for n, v in runs.items():
+        c = r["compare"].get(n)
+        gl = ", ".join(sorted({o for g in v["graphs"].values() for o in g["gather_like_ops"] or []})) or (
+            "none" if v["graphs"] else "—")
+        cmp = (f"{c['pearson']:.8f} | {c['max_abs_loss_diff']:.1e} | {c['test_decision_agreement']:.2%}" if c
+               else "(control) | — | —")
+        ratio = f"{c['tokens_per_s_ratio']:.2f}×" if c else "1.00×"
+        out.append(f"| {n} | {v['best_val_f1']:.4f} | {v['test_f1']:.4f} | {cmp} | {v['tokens_per_s']:.0f} | {ratio} | {gl} |")
+    worst_f1 = max((c["val_f1_diff"] for c in r["compare"].values()), default=0.0)
+    worst_p = min((c["pearson"] for c in r["compare"].values()), default=1.0)
+    if bf16:  # not fp32's arithmetic: judged by what the trained detector decides, not by a bit-level loss curve
+        out += ["", f"bf16 runs: bf16 gradients, fp32 weights and AdamW{_executes_in(runs)}; worst |Δ val F1| vs the fp32 "
+                f"control {worst_f1:.4f}, lowest Pearson {worst_p:.6f}."]
+        return out
+    f1, pe = DETECTOR_VAL_F1, DETECTOR_PEARSON
+    out += ["", f"Goals (P12): validation F1 within {f1.fmt(f1.value)} of the control — worst |ΔF1| {worst_f1:.4f}, "
+            f"{'met' if f1.holds(worst_f1) else 'not met'}; Pearson {pe} — worst {worst_p:.8f}, "
+            f"{'met' if pe.holds(worst_p) else 'not met'}."]
+    return out
+
+
+def _has_vnni(r: dict) -> bool:
+    return any("vnni" in f for f in r["machine"].get("cpu_flags", []))
+
+
+def _flags(r: dict) -> str:
+    return " ".join(r["machine"].get("cpu_flags", [])) or "—"
+
+
+def p11_section(r: dict, link: str) -> list[str]:
+    """Calibrated static int8 on the demo detector, its speed at 1 x 512, and the per-call overhead (P11)."""
+    src = f"[script]({link}/p11_int8.py), [JSON]({link}/results/{r['_file']})"
+    out = []
+    dec = r.get("decisions")
+    if dec:
+        out += [f"**Calibrated int8 that holds decisions (P11)** — the demo detector at buckets 32/64/128; calibrated on "
+                f"256 train rows, gated on the val split ({r['goal_agreement']:.1%} bar; `--keep-fp32 auto` rounds), "
+                f"reported by `npuport verify` against eager fp32 on the test split (unseen personas) and on test_family "
+                f"(unseen personas in a template family no training row saw) ({src}). {machine_line(dec)}.", "",
+                *head("| int8 variant | kept in fp32 | val (gate) | test decisions | test_family decisions | max abs Δlogit (test) | "
+                f"p50 ms @128 | held-out ≥ {r['goal_agreement']:.1%} |")]
+        for n, v in dec["variants"].items():
+            if v["refused"]:
+                out.append(f"| {n} | {', '.join(v['kept_fp32']) or '—'} | {v['gate_agreement']:.2%} | refused | — | — | — "
+                           "| no |")
+                continue
+            fam = f"{v['family_decision_agreement']:.2%}" if "family_decision_agreement" in v else "not measured"
+            kept = ", ".join(v["kept_fp32"]) or "—"
+            if v["auto_rounds"]:
+                kept += f" ({len(v['auto_rounds'])} round(s) below the bar first: " + ", ".join(
+                    f"{t['decision_agreement']:.2%}" for t in v["auto_rounds"]) + ")"
+            out.append(f"| {n} | {kept} | {v['gate_agreement']:.2%} | {v['decision_agreement']:.2%} ({v['rows']} rows) | "
+                       f"{fam} | {e(v['max_abs_logit_diff'])} | {v['p50_ms_at_128']:.1f} | "
+                       f"{'yes' if _held_out(v) >= r['goal_agreement'] else 'no'} |")
+        for n, v in dec["variants"].items():
+            if v.get("sensitivity"):
+                worst = sorted(v["sensitivity"].items(), key=lambda kv: -kv[1]["max_abs_logit_diff"])
+                out += ["", f"Sensitivity ({n}; each group quantised alone, on the calibration rows): " + ", ".join(
+                    f"{g} {e(x['max_abs_logit_diff'])} ({x['decision_agreement']:.1%})" for g, x in worst) + "."]
+    sp = r.get("speed")
+    if sp:
+        eager = sp["results"]["eager"]["p50_ms"]
+        out += ["", f"**int8 speed (P11)** — mmBERT-base 1 × 512 (random init, calibrated on random probes: speed only; "
+                f"every MatMul int8, or every one but the FFN down-projections in the -keep-ffn_out rows), interleaved "
+                f"with eager ({src}). {machine_line(sp)}.", "",
+                *head("| mmBERT-base 1 × 512 | p50 ms | p99 ms | vs eager fp32 |")]
+        for n, v in sp["results"].items():
+            out.append(f"| {n} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {eager / v['p50_ms']:.2f}× |")
+    o = r.get("overhead")
+    if o:
+        out += ["", f"**Per-call overhead (P11)** at {o['shape'][0]} × {o['shape'][1]} (the demo detector on ONNX Runtime, "
+                f"{o['rounds']} interleaved rounds of {o['calls_per_round']} calls, medians; {src}): " + ", ".join(
+                    f"{n} {us:.0f} µs" for n, us in o["median_us"].items()) + "; overhead vs the raw call: " + ", ".join(
+                    f"{n} {x:+.1%}" for n, x in o["overhead_vs_raw"].items()) + f". {machine_line(o)}."]
+    return out
+
+def _held_out(v: dict) -> float:
+    """A variant's decisions on unseen data: the lower of the test split and test_family (where measured)."""
+    return min(v["decision_agreement"], v.get("family_decision_agreement", 1.0))
