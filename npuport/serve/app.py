@@ -8,8 +8,6 @@ to a scraper with --public-metrics. Requests whose Host header is not this servi
 unless --allowed-hosts lists them. POST bodies must be application/json (no cross-origin "simple" requests).
 """
 
-import asyncio
-import json
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,12 +16,16 @@ from typing import Union
 
 from fastapi import FastAPI, Request  # module level: FastAPI resolves handler annotations from module globals
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
+from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from ..detector.data import Example
 from ..errors import ConfigError
-from .engine import Batcher, Engine, TooLong, select_artifact
-from .guard import Guard, error
+from . import tei, v2
+from .engine import Engine
+from .guard import Guard, error, parse_json
+from .metrics import RequestMetrics, exposition
+from .pool import LocalPool, Pool
 from .schemas import (
     BatchResponse,
     ClassifyBatchResponse,
@@ -33,6 +35,7 @@ from .schemas import (
     explain,
     make_request_models,
 )
+from .service import REPLICA_HEADER, Service
 
 PAGE = Path(__file__).with_name("page.html")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -60,6 +63,7 @@ class ServeConfig:
     reject_long: bool = False
     allow_unverified: bool = False
     require_signature: str | None = None  # public key: serve only an artifact signed with its private key
+    model_name: str | None = None  # the KServe V2 model name (default: detector, or classifier)
 
     def __post_init__(self):
         if not (0 < self.port < 65536):
@@ -87,111 +91,79 @@ class ServeConfig:
         return {*LOOPBACK, self.host, *self.allowed_hosts}
 
 
-def _parse(raw: bytes):
-    """JSON with limits: a body that is not UTF-8, not JSON, nested too deeply or holding a number too long for
-    Python's int conversion is a 400, never a 500."""
-    try:
-        return json.loads(raw.decode("utf-8")), None
-    except UnicodeDecodeError:
-        return None, "the body is not valid UTF-8"
-    except json.JSONDecodeError as e:
-        return None, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
-    except RecursionError:
-        return None, "JSON nested too deeply"
-    except ValueError as e:  # e.g. an integer literal beyond sys.get_int_max_str_digits()
-        return None, f"unreadable JSON value: {str(e)[:120]}"
-
-
-class _Metrics:
-    """The service's Prometheus metrics, in a registry of its own (several apps in one process stay apart)."""
-
-    def __init__(self):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-        self.registry = CollectorRegistry()
-        self.requests = Counter("npuport_requests", "HTTP requests", ["route", "status"], registry=self.registry)
-        self.latency = Histogram("npuport_request_latency_seconds", "request latency", ["route"], registry=self.registry,
-                                 buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5))
-        self.batch = Histogram("npuport_batch_rows", "rows per runtime batch", registry=self.registry,
-                               buckets=(1, 2, 4, 8, 16, 32, 64))
-        self.bucket = Counter("npuport_bucket_rows", "rows routed per sequence bucket", ["bucket"], registry=self.registry)
-        self.inflight = Gauge("npuport_inflight_requests", "detect requests being served", registry=self.registry)
-
-    def on_batch(self, n: int, buckets) -> None:
-        self.batch.observe(n)
-        for b in buckets:
-            self.bucket.labels(bucket=str(b)).inc()
-
-
-def create_app(cfg: ServeConfig, engine: Engine | None = None):
+def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None = None):
+    """The service's FastAPI app. `pool` is where the model runs: this process by default (`LocalPool`, on `engine`
+    if given), or Ray Serve model replicas (`fleet.RayPool`). Routes, limits and policies are the same on both."""
     key = cfg.api_key()
-    from ..artifact import read_manifest
-
+    registry = CollectorRegistry()
+    metrics = RequestMetrics(registry)
+    pool = pool or LocalPool(cfg, registry, engine)
     # The artifact decides the API: the detector judges {persona, user?, reply} at /v1/detect, a stock classifier
-    # reads {text, text_pair?} at /v1/classify. Read from the manifest now; the engine loads in the lifespan.
-    is_detector = engine.task.is_detector if engine else read_manifest(select_artifact(cfg.artifact_dir, cfg.runtime)).task.is_detector
-    metrics = _Metrics()
-    state: dict = {"ready": False}
+    # reads {text, text_pair?} at /v1/classify (and TEI's /predict); both speak KServe V2 under --model-name.
+    is_detector = pool.front.task.is_detector
+    svc = Service(cfg, pool, metrics, cfg.model_name or ("detector" if is_detector else "classifier"))
 
     @asynccontextmanager
     async def lifespan(app):
-        state["engine"] = engine or Engine(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
-                                           allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
-        state["engine"].warm_up()
-        state["batcher"] = Batcher(state["engine"], cfg.max_batch, cfg.max_wait_ms, metrics.on_batch,
-                                   max_tokens=cfg.max_batch_tokens)
-        state["batcher"].start()
-        state["ready"] = True
+        await pool.start()
+        svc.ready = True
         yield
-        state["ready"] = False
-        await state["batcher"].stop()
+        svc.ready = False
+        await pool.stop()
 
     errors = {code: {"model": ErrorBody} for code in (400, 401)}
     what = ("npuport persona-deviation detector", "Flags replies in which an AI character broke persona.") if is_detector \
         else ("npuport sequence classifier", "Classifies text with a fine-tuned Hugging Face classifier's own head.")
     app = FastAPI(title=what[0], version="1", lifespan=lifespan, responses=errors,
                   description=f"{what[1]} Served from a compiled, hash-checked artifact whose parity with the eager model "
-                  "was proven when it was ported.")
-    open_routes = {"/healthz", "/", *(("/metrics",) if cfg.public_metrics else ())}
-    app.add_middleware(Guard, cfg=cfg, key=key, allowed=cfg.hosts(), open_routes=open_routes,
-                       metrics={"requests": metrics.requests, "latency": metrics.latency, "inflight": metrics.inflight})
-    _info_routes(app, state, metrics, is_detector, key)
+                  "was proven when it was ported. Also speaks KServe V2 (/v2/models/{name}/infer)"
+                  + ("." if is_detector else " and text-embeddings-inference's /predict."))
+    open_routes = {"/healthz", "/v2/health/live", "/v2/health/ready", ("GET", "/"),
+                   *(("/metrics",) if cfg.public_metrics else ())}
+    app.add_middleware(Guard, cfg=cfg, key=key, allowed=cfg.hosts(), open_routes=open_routes, metrics=metrics,
+                       model_name=svc.name)
+    _info_routes(app, svc, registry, key)
     Item, Batch = make_request_models(cfg.max_chars, cfg.max_items, detector=is_detector)
-    _detect_route(app, cfg, state, Item, Batch, is_detector)
+    _detect_route(app, svc, Item, Batch)
+    v2.add_routes(app, svc)
+    if not is_detector:
+        tei.add_routes(app, svc)
     _document_bodies(app, Item, Batch)
     return app
 
 
-def _info_routes(app: FastAPI, state: dict, metrics: _Metrics, is_detector: bool, key: str | None) -> None:
+def _info_routes(app: FastAPI, svc: Service, registry, key: str | None) -> None:
     """/healthz, /v1/model, /metrics and the playground page."""
-    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+    from prometheus_client import CONTENT_TYPE_LATEST
 
     @app.get("/healthz", responses={503: {"model": ErrorBody}})
     async def healthz():
-        if not state["ready"]:
+        if not svc.ready:
             return error(503, "loading")
         return {"status": "ok"}
 
     @app.get("/v1/model", responses={503: {"model": ErrorBody}})
     async def model():
-        if not state["ready"]:
+        if not svc.ready:
             return error(503, "loading")
-        return state["engine"].model_card()
+        return svc.front.model_card()
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics_page():
-        return PlainTextResponse(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        text = exposition(registry) + await svc.pool.metrics_text()
+        return PlainTextResponse(text, media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/", response_class=HTMLResponse)
     async def page():
-        if not is_detector:  # the playground is the detector's; a classifier's API is documented at /docs
+        if not svc.is_detector:  # the playground is the detector's; a classifier's API is documented at /docs
             return HTMLResponse('<!doctype html><title>npuport</title><p>POST {"text": ...} to <code>/v1/classify</code>; '
                                 'see <a href="/docs">/docs</a>.</p>')
         return HTMLResponse(PAGE.read_text(encoding="utf-8").replace("__NEEDS_KEY__", "true" if key else "false"))
 
 
-def _detect_route(app: FastAPI, cfg: ServeConfig, state: dict, Item, Batch, is_detector: bool) -> None:
+def _detect_route(app: FastAPI, svc: Service, Item, Batch) -> None:
     """POST /v1/detect (detector) or /v1/classify (stock classifier): one item or {items: [...]}, validated, batched."""
+    cfg, is_detector = svc.cfg, svc.is_detector
     route = "/v1/detect" if is_detector else "/v1/classify"
     detect_errors = {code: {"model": ErrorBody} for code in (413, 415, 422, 429, 503, 504)}
     answer = Union[DetectResponse, BatchResponse] if is_detector else Union[ClassifyResponse, ClassifyBatchResponse]
@@ -200,18 +172,11 @@ def _detect_route(app: FastAPI, cfg: ServeConfig, state: dict, Item, Batch, is_d
               openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {
                   "oneOf": [{"$ref": "#/components/schemas/Item"}, {"$ref": "#/components/schemas/Batch"}]}}}}})
     async def detect(request: Request):
-        if not state["ready"]:
-            return error(503, "loading")
-        try:
-            return await asyncio.wait_for(_detect(request), cfg.request_timeout_s)
-        except asyncio.TimeoutError:
-            return error(504, f"no answer within {cfg.request_timeout_s:g} s (--request-timeout); the service is "
-                          "overloaded")
+        return await svc.respond(lambda: _detect(request))
 
     async def _detect(request: Request):
         t0 = time.perf_counter()
-        raw = await request.body()
-        body, problem = _parse(raw)
+        body, problem = parse_json(await request.body())
         if problem:
             return error(400, problem)
         if not isinstance(body, dict):
@@ -224,17 +189,12 @@ def _detect_route(app: FastAPI, cfg: ServeConfig, state: dict, Item, Batch, is_d
         given = parsed.items if is_batch else [parsed]
         items = ([Example(persona=it.persona, reply=it.reply, user=it.user or None) for it in given] if is_detector
                  else [(it.text, it.text_pair or None) for it in given])
-        eng: Engine = state["engine"]
-        try:  # tokenizing is CPU work: off the event loop
-            enc = await state["batcher"].tokenize(items)
-        except TooLong as e:
-            return error(413, str(e))
-        logits, buckets = await state["batcher"].submit([x.tokens for x in enc])
-        results = [{**_answer(eng, z), "threshold": eng.threshold, "bucket": int(b), "truncated": x.truncated}
-                   for z, b, x in zip(logits, buckets, enc)]
-        out = {"model": eng.manifest.source["sha256"][:16], "backend": eng.manifest.runtime.name,
+        results, replica = await svc.run(items)
+        m = svc.front.manifest
+        out = {"model": m.source["sha256"][:16], "backend": m.runtime.name,
                "latency_ms": round((time.perf_counter() - t0) * 1e3, 3)}
-        return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]})
+        return JSONResponse({**out, "items": results} if is_batch else {**out, **results[0]},
+                            headers={REPLICA_HEADER: replica})
 
 
 def _document_bodies(app: FastAPI, Item, Batch) -> None:
@@ -252,13 +212,6 @@ def _document_bodies(app: FastAPI, Item, Batch) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
-
-
-def _answer(eng: Engine, logits_row) -> dict:
-    if eng.task.is_detector:  # the detector's view: P(deviation) against the threshold chosen on validation
-        p = float(eng.task.scores(logits_row[None])[0, 1])
-        return {"deviation_probability": p, "label": eng.labels[1] if p >= eng.threshold else eng.labels[0]}
-    return eng.task.describe(logits_row)
 
 
 def serve(cfg: ServeConfig) -> None:

@@ -62,7 +62,10 @@ def select_artifact(artifact_dir: str, runtime: str | None = None) -> Path:
     return Path(arts[0])
 
 
-class Engine:
+class Front:
+    """What answering a request needs without running the model: the manifest, the tokenizer, the bucket limits and
+    the threshold. An ingress that hands inference to model replicas (Ray Serve) holds only this."""
+
     def __init__(self, artifact_dir: str, runtime: str | None = None, threshold: float | None = None,
                  truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False,
                  require_signature: str | None = None):
@@ -70,18 +73,17 @@ class Engine:
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
         art = select_artifact(artifact_dir, runtime)
         self.artifact = art
-        manifest = read_manifest(art)
+        self.manifest = read_manifest(art)
         if require_signature:
             from ..signing import check_signature
 
             check_signature(art, require_signature)
         if not allow_unverified:
-            check_verified(manifest, art)
-        self.manifest, self.session = load_session(art)  # hash check before anything is served
+            check_verified(self.manifest, art)
         self.tokenizer = load_tokenizer(art / "tokenizer") if (art / "tokenizer").is_dir() else None
         if self.tokenizer is None:
             raise ConfigError(f"{art} has no tokenizer: port a model directory that includes its tokenizer files")
-        self.router = BucketRouter(self.session.shapes, self.manifest.pad_token_id)
+        self.router = BucketRouter(self.manifest.shapes, self.manifest.pad_token_id)
         self.threshold = float(threshold if threshold is not None else self.manifest.threshold)
         if not 0.0 < self.threshold < 1.0:
             raise ConfigError(f"--threshold {self.threshold} must be in (0, 1)")
@@ -98,7 +100,8 @@ class Engine:
             "backend": m.runtime.name, "runtime": m.runtime.name,
             "executes": m.runtime.executes, "backend_versions": m.runtime.versions, "device": m.device,
             "precision": m.precision,
-            "buckets": sorted({t for _, t in self.session.shapes}), "batch_sizes": sorted({b for b, _ in self.session.shapes}),
+            "buckets": sorted({t for _, t in self.manifest.shapes}),
+            "batch_sizes": sorted({b for b, _ in self.manifest.shapes}),
             "threshold": self.threshold, "labels": self.labels, "problem_type": self.task.problem_type,
             "kind": "persona-deviation detector" if self.task.is_detector else "sequence classifier",
             "proof": {k: v.get("max_abs_diff") for k, v in m.capture["proof"].items()},
@@ -129,6 +132,16 @@ class Engine:
             out.append(Encoded(row, True))
         return out
 
+
+
+class Engine(Front):
+    """A Front with the loaded, hash-checked session: what runs the model (one process, or one model replica)."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.manifest, self.session = load_session(self.artifact)  # hash check before anything is served
+        self.router = BucketRouter(self.session.shapes, self.manifest.pad_token_id)
+
     def infer(self, rows: list[np.ndarray]):
         """Logits (N, num_labels) and the bucket each row ran at; `task` says what they mean."""
         routed = self.router.run(self.session, rows)
@@ -142,7 +155,7 @@ class Engine:
 class Batcher:
     """Collects rows for up to max_wait_ms / max_batch rows, then runs them in one router call."""
 
-    def __init__(self, engine: Engine, max_batch: int, max_wait_ms: float, on_batch=None, max_tokens: int = 1 << 30):
+    def __init__(self, engine: Engine, max_batch: int, max_wait_ms: float, metrics=None, max_tokens: int = 1 << 30):
         if max_batch < 1 or max_wait_ms < 0:
             raise ConfigError(f"--max-batch must be >= 1 and --max-wait-ms >= 0 (got {max_batch}, {max_wait_ms})")
         self.engine, self.max_batch, self.max_wait = engine, max_batch, max_wait_ms / 1e3
@@ -150,7 +163,7 @@ class Batcher:
         self.queue: asyncio.Queue = asyncio.Queue()
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-runtime")
         self.tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-tokenize")
-        self.on_batch = on_batch or (lambda n, buckets: None)
+        self.metrics = metrics  # BatchMetrics (serve/metrics.py) or None
         self._task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -171,13 +184,19 @@ class Batcher:
 
     async def submit(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
         fut = asyncio.get_running_loop().create_future()
-        await self.queue.put((rows, fut))
+        await self.queue.put((rows, fut, time.perf_counter()))
+        self._queued()
         return await fut
+
+    def _queued(self) -> None:
+        if self.metrics:
+            self.metrics.queue.set(self.queue.qsize())
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
             first = await self.queue.get()
+            self._queued()
             batch, n, tokens = [first], len(first[0]), self._tokens(first[0])
             deadline = time.perf_counter() + self.max_wait
             while n < self.max_batch and tokens < self.max_tokens:
@@ -188,23 +207,27 @@ class Batcher:
                     nxt = await asyncio.wait_for(self.queue.get(), timeout)
                 except asyncio.TimeoutError:
                     break
+                self._queued()
                 batch.append(nxt)
                 n += len(nxt[0])
                 tokens += self._tokens(nxt[0])
-            batch = [(req, fut) for req, fut in batch if not fut.done()]  # callers that timed out are gone
+            batch = [(req, fut, t) for req, fut, t in batch if not fut.done()]  # callers that timed out are gone
             if not batch:
                 continue
-            rows = [r for req, _ in batch for r in req]
+            rows = [r for req, _, _ in batch for r in req]
+            t0 = time.perf_counter()
+            waits = [t0 - t for _, _, t in batch]
             try:
                 logits, buckets = await loop.run_in_executor(self.pool, self.engine.infer, rows)
             except Exception as e:  # hand the runtime's error to every waiting request instead of hanging them
-                for _, fut in batch:
+                for _, fut, _ in batch:
                     if not fut.done():
                         fut.set_exception(e)
                 continue
-            self.on_batch(len(rows), buckets)
+            if self.metrics:
+                self.metrics.on_batch(len(rows), self._tokens(rows), buckets, waits, time.perf_counter() - t0)
             k = 0
-            for req, fut in batch:
+            for req, fut, _ in batch:
                 if not fut.done():
                     fut.set_result((logits[k : k + len(req)], buckets[k : k + len(req)]))
                 k += len(req)

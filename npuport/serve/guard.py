@@ -8,14 +8,18 @@ about a fifth of the per-request CPU of this service under load; this class does
 from __future__ import annotations
 
 import hmac
+import json
+import re
 import time
 
 from fastapi.responses import JSONResponse
 
 # Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
-INFERENCE_ROUTES = ("/v1/detect", "/v1/classify")  # the detector's route, or a stock classifier's
-ROUTES = ("/v1/detect", "/v1/classify", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect", "/openapi.json",
-          "/redoc")
+ROUTES = ("/v1/detect", "/v1/classify", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect",
+          "/openapi.json", "/redoc", "/predict", "/v2", "/v2/health/live", "/v2/health/ready")
+V2_MODEL = re.compile(r"^/v2/models/([^/]+)(/ready|/infer|/versions/[^/]+/infer)?$")
+# Triton clients send binary tensors with no Content-Type (or octet-stream); the V2 infer route takes those too.
+V2_TYPES = ("", "application/json", "application/octet-stream")
 
 
 def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -49,10 +53,33 @@ def _limited(receive, limit: int):
 
 
 class Guard:
-    def __init__(self, app, *, cfg, key: str | None, allowed: set[str] | None, open_routes: set[str], metrics: dict):
+    """open_routes: paths (any method) or (method, path) pairs that need no API key."""
+
+    def __init__(self, app, *, cfg, key: str | None, allowed: set[str] | None, open_routes: set, metrics,
+                 model_name: str):
         self.app, self.cfg, self.key, self.allowed, self.open_routes = app, cfg, key, allowed, open_routes
-        self.m = metrics  # {"requests": Counter, "latency": Histogram, "inflight": Gauge}
+        self.m = metrics  # serve/metrics.RequestMetrics
+        self.model_name = model_name
         self.inflight = 0
+
+    def route(self, path: str) -> str:
+        """The metrics label: a known route's template, else "other"."""
+        if path in ROUTES:
+            return path
+        m = V2_MODEL.match(path)
+        if m and m.group(1) == self.model_name:
+            return "/v2/models/{name}" + ("/infer" if (m.group(2) or "").endswith("/infer") else m.group(2) or "")
+        return "other"
+
+    def inference(self, method: str, path: str) -> bool:
+        """A route that runs the model: admission control (429) applies."""
+        if method != "POST":
+            return False
+        return path in ("/v1/detect", "/v1/classify", "/predict", "/") or bool(
+            (m := V2_MODEL.match(path)) and (m.group(2) or "").endswith("/infer"))
+
+    def _open(self, method: str, path: str) -> bool:
+        return path in self.open_routes or (method, path) in self.open_routes
 
     def _refusal(self, scope, headers) -> tuple | None:
         """(status, message[, headers]) for a request turned away before it reaches the app, else None."""
@@ -60,19 +87,20 @@ class Guard:
         host = headers.get(b"host", b"").decode("latin-1")
         if self.allowed is not None and _host_name(host) not in self.allowed:
             return 400, f"unknown Host header {host!r}; start the service with --allowed-hosts NAME to answer to it"
-        if self.key and path not in self.open_routes:
+        if self.key and not self._open(scope["method"], path):
             auth = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
             given = headers.get(b"x-api-key", b"").decode("latin-1") or auth
             if not hmac.compare_digest(given.encode(), self.key.encode()):
                 return 401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)"
         if scope["method"] == "POST":
             ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-            if ctype != "application/json":
+            v2 = V2_MODEL.match(path)
+            if ctype != "application/json" and not (v2 and ctype in V2_TYPES):
                 return 415, f"Content-Type must be application/json, not {ctype or 'absent'!r}"
             n = headers.get(b"content-length")
             if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
                 return 413, f"body larger than {cfg.max_body_bytes} bytes"
-        if path in INFERENCE_ROUTES and self.inflight >= cfg.max_concurrent_requests:  # cheapest answer: no body read
+        if self.inference(scope["method"], path) and self.inflight >= cfg.max_concurrent_requests:  # no body read
             return 429, (f"{self.inflight} requests in flight (limit {cfg.max_concurrent_requests}); retry shortly",
                          {"Retry-After": "1"})
         return None
@@ -99,10 +127,10 @@ class Guard:
                 return await reject(*refused)
             if scope["method"] == "POST":
                 receive = _limited(receive, self.cfg.max_body_bytes)
-            admitted = path in INFERENCE_ROUTES and scope["method"] == "POST"
+            admitted = self.inference(scope["method"], path)
             if admitted:
                 self.inflight += 1
-                self.m["inflight"].inc()
+                self.m.inflight.inc()
             try:
                 await self.app(scope, receive, send_and_record)
             except _TooLarge:  # a chunked body crossed the limit while arriving: stop reading, answer now
@@ -111,8 +139,23 @@ class Guard:
             finally:
                 if admitted:
                     self.inflight -= 1
-                    self.m["inflight"].dec()
+                    self.m.inflight.dec()
         finally:
-            route = path if path in ROUTES else "other"
-            self.m["requests"].labels(route=route, status=str(status["code"])).inc()
-            self.m["latency"].labels(route=route).observe(time.perf_counter() - t0)
+            route = self.route(path)
+            self.m.requests.labels(route=route, status=str(status["code"])).inc()
+            self.m.latency.labels(route=route).observe(time.perf_counter() - t0)
+
+
+def parse_json(raw: bytes):
+    """JSON with limits: a body that is not UTF-8, not JSON, nested too deeply or holding a number too long for
+    Python's int conversion is a 400, never a 500."""
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "the body is not valid UTF-8"
+    except json.JSONDecodeError as e:
+        return None, f"malformed JSON: {e.msg} at line {e.lineno} column {e.colno}"
+    except RecursionError:
+        return None, "JSON nested too deeply"
+    except ValueError as e:  # e.g. an integer literal beyond sys.get_int_max_str_digits()
+        return None, f"unreadable JSON value: {str(e)[:120]}"

@@ -1,0 +1,71 @@
+"""What every route shares, whatever protocol it speaks (npuport's /v1, KServe V2, TEI): readiness, the request
+deadline, the one path items take (tokenize -> pool -> answers) and the one mapping of failures to HTTP answers.
+
+    not ready yet                   503 "loading"
+    an item longer than the buckets 413 (with --reject-long)
+    the model replica died          503 with Retry-After: the fleet replaces it; a retry goes to a live replica
+    no answer within the deadline   504
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Awaitable, Callable
+
+from fastapi.responses import JSONResponse
+
+from .engine import Front, TooLong
+from .guard import error
+from .metrics import RequestMetrics
+from .pool import Pool, ReplicaLost
+
+REPLICA_HEADER = "X-Npuport-Replica"  # which replica computed the answer (one process: local-PID)
+RETRY_AFTER_S = 1
+
+
+class Service:
+    def __init__(self, cfg, pool: Pool, metrics: RequestMetrics, name: str):
+        self.cfg, self.pool, self.metrics, self.name = cfg, pool, metrics, name
+        self.ready = False
+
+    @property
+    def front(self) -> Front:
+        return self.pool.front
+
+    @property
+    def is_detector(self) -> bool:
+        return self.front.task.is_detector
+
+    async def run(self, items: list) -> tuple[list[dict], str]:
+        """Answers for items (detector: Example; classifier: (text, pair or None)), and the replica that computed
+        them. Raises TooLong and ReplicaLost; `respond` turns them into HTTP answers."""
+        t0 = time.perf_counter()
+        enc = await self.pool.tokenize(items)
+        self.metrics.tokenization.observe(time.perf_counter() - t0)
+        logits, buckets, replica = await self.pool.infer([x.tokens for x in enc])
+        front = self.front
+        return [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated}
+                for z, b, x in zip(logits, buckets, enc)], replica
+
+    async def respond(self, handler: Callable[[], Awaitable[JSONResponse]]) -> JSONResponse:
+        """Run a route's handler under readiness, the deadline and the failure table above."""
+        if not self.ready:
+            return error(503, "loading")
+        try:
+            return await asyncio.wait_for(handler(), self.cfg.request_timeout_s)
+        except asyncio.TimeoutError:
+            return error(504, f"no answer within {self.cfg.request_timeout_s:g} s (--request-timeout); the service "
+                              "is overloaded")
+        except TooLong as e:
+            return error(413, str(e))
+        except ReplicaLost as e:
+            return error(503, f"the model replica computing this request was lost ({e}); retry: the fleet replaces "
+                              "it", {"Retry-After": str(RETRY_AFTER_S)})
+
+
+def answer(front: Front, logits_row) -> dict:
+    if front.task.is_detector:  # the detector's view: P(deviation) against the threshold chosen on validation
+        p = float(front.task.scores(logits_row[None])[0, 1])
+        return {"deviation_probability": p, "label": front.labels[1] if p >= front.threshold else front.labels[0]}
+    return front.task.describe(logits_row)

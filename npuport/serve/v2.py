@@ -1,0 +1,256 @@
+"""KServe V2 / Open Inference Protocol (what Triton, KServe, MLServer and Seldon clients speak), with Triton's binary
+tensor extension, which `tritonclient` uses by default: a JSON header of `Inference-Header-Content-Length` bytes,
+then each tensor's raw bytes (BYTES elements as a 4-byte little-endian length and the UTF-8 text).
+
+    GET  /v2                          server metadata
+    GET  /v2/health/live, /ready      probes (open like /healthz)
+    GET  /v2/models/{name}[/ready]    model metadata: inputs and outputs with datatypes and shapes
+    POST /v2/models/{name}/infer      detector: persona, user?, reply BYTES [N] -> deviation_probability FP32 [N],
+                                      label BYTES [N]; classifier: text, text_pair? BYTES [N] -> scores FP32
+                                      [N, num_labels], label BYTES [N]
+
+Every input is validated against the same limits as /v1 (items per request, characters per field); anything the
+client sent wrong is a 4xx with {"error": ...}, Triton's error body.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+
+from .. import __version__
+from ..detector.data import Example
+from .guard import error
+from .service import REPLICA_HEADER, Service
+
+HEADER = "inference-header-content-length"
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def signature(svc: Service) -> tuple[list[dict], list[dict]]:
+    """(inputs, outputs) as V2 metadata: name, datatype, shape (-1 = any number of items)."""
+    if svc.is_detector:
+        ins = [("persona", False), ("user", True), ("reply", False)]
+        outs = [{"name": "deviation_probability", "datatype": "FP32", "shape": [-1]},
+                {"name": "label", "datatype": "BYTES", "shape": [-1]}]
+    else:
+        ins = [("text", False), ("text_pair", True)]
+        outs = [{"name": "scores", "datatype": "FP32", "shape": [-1, len(svc.front.task.labels)]},
+                {"name": "label", "datatype": "BYTES", "shape": [-1]}]
+    return [{"name": n, "datatype": "BYTES", "shape": [-1], "optional": opt} for n, opt in ins], outs
+
+
+def _decode_bytes(raw: bytes, name: str) -> list[bytes]:
+    out, i = [], 0
+    while i < len(raw):
+        if i + 4 > len(raw):
+            raise BadRequest(400, f"input {name!r}: truncated BYTES element length")
+        (n,) = struct.unpack_from("<I", raw, i)
+        i += 4
+        if i + n > len(raw):
+            raise BadRequest(400, f"input {name!r}: a BYTES element runs past the binary data")
+        out.append(raw[i:i + n])
+        i += n
+    return out
+
+
+def parse(body: bytes, header_length: str | None) -> tuple[dict, dict[str, list[str]]]:
+    """The request's JSON header and its inputs as lists of str, binary or JSON data alike."""
+    if header_length is not None:
+        if not header_length.isdigit() or int(header_length) > len(body):
+            raise BadRequest(400, f"Inference-Header-Content-Length {header_length!r} does not fit the body")
+        head, binary = body[: int(header_length)], body[int(header_length):]
+    else:
+        head, binary = body, b""
+    try:
+        req = json.loads(head.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError) as e:
+        raise BadRequest(400, f"malformed inference request JSON: {str(e)[:120]}") from None
+    if not isinstance(req, dict) or not isinstance(req.get("inputs"), list):
+        raise BadRequest(400, "an inference request is a JSON object with an 'inputs' list")
+    inputs, offset = {}, 0
+    for t in req["inputs"]:
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str):
+            raise BadRequest(400, "each input needs a 'name'")
+        name, dtype, shape = t["name"], t.get("datatype"), t.get("shape")
+        if dtype != "BYTES":
+            raise BadRequest(400, f"input {name!r}: datatype must be BYTES, not {dtype!r}")
+        if not (isinstance(shape, list) and len(shape) == 1 and isinstance(shape[0], int) and shape[0] >= 0):
+            raise BadRequest(400, f"input {name!r}: shape must be [N], not {shape!r}")
+        params = t.get("parameters") or {}
+        size = params.get("binary_data_size") if isinstance(params, dict) else None
+        if size is not None:
+            if not isinstance(size, int) or size < 0 or offset + size > len(binary):
+                raise BadRequest(400, f"input {name!r}: binary_data_size {size!r} runs past the body")
+            values = _decode_bytes(binary[offset:offset + size], name)
+            offset += size
+        else:
+            data = t.get("data")
+            if not isinstance(data, list) or not all(isinstance(x, str) for x in data):
+                raise BadRequest(400, f"input {name!r}: 'data' must be a flat list of strings")
+            values = [x.encode("utf-8") for x in data]
+        if len(values) != shape[0]:
+            raise BadRequest(400, f"input {name!r}: shape [{shape[0]}] but {len(values)} elements")
+        try:
+            inputs[name] = [v.decode("utf-8") for v in values]
+        except UnicodeDecodeError:
+            raise BadRequest(400, f"input {name!r}: an element is not UTF-8 text") from None
+    return req, inputs
+
+
+def items_of(svc: Service, inputs: dict[str, list[str]]) -> list:
+    names = [i["name"] for i in signature(svc)[0]]
+    required = [i["name"] for i in signature(svc)[0] if not i["optional"]]
+    unknown = sorted(set(inputs) - set(names))
+    if unknown:
+        raise BadRequest(400, f"unknown inputs {unknown}; this model takes {names}")
+    missing = [n for n in required if n not in inputs]
+    if missing:
+        raise BadRequest(400, f"missing input {missing[0]!r}")
+    n = len(inputs[required[0]])
+    if any(len(v) != n for v in inputs.values()):
+        raise BadRequest(400, "every input must hold the same number of elements")
+    cfg = svc.cfg
+    if n == 0:
+        raise BadRequest(422, "no items: inputs hold 0 elements")
+    if n > cfg.max_items:
+        raise BadRequest(413, f"{n} items; at most {cfg.max_items} per request")
+    for name, values in inputs.items():
+        for k, v in enumerate(values):
+            if len(v) > cfg.max_chars:
+                raise BadRequest(413, f"input {name!r}[{k}] has {len(v)} characters; at most {cfg.max_chars}")
+            if name in required and not v.strip():
+                raise BadRequest(422, f"input {name!r}[{k}] is empty")
+    cols = [inputs.get(nm, [""] * n) for nm in names]
+    if svc.is_detector:
+        return [Example(persona=p, user=u or None, reply=r) for p, u, r in zip(*cols)]
+    return [(t, p or None) for t, p in zip(*cols)]
+
+
+def _label(r: dict) -> str:
+    return r.get("label") or ",".join(r.get("labels") or [])
+
+
+def outputs_of(svc: Service, results: list[dict]) -> list[tuple[str, str, list[int], np.ndarray]]:
+    """(name, datatype, shape, array) per output."""
+    labels = np.array([_label(r).encode() for r in results], dtype=object)
+    if svc.is_detector:
+        prob = np.array([r["deviation_probability"] for r in results], dtype=np.float32)
+        return [("deviation_probability", "FP32", [len(results)], prob), ("label", "BYTES", [len(results)], labels)]
+    names = svc.front.task.labels
+    scores = np.array([[r["scores"][n] for n in names] for r in results], dtype=np.float32)
+    return [("scores", "FP32", list(scores.shape), scores), ("label", "BYTES", [len(results)], labels)]
+
+
+def _binary(dtype: str, arr: np.ndarray) -> bytes:
+    if dtype == "BYTES":
+        return b"".join(struct.pack("<I", len(v)) + v for v in arr.reshape(-1))
+    return np.ascontiguousarray(arr, dtype="<f4").tobytes()
+
+
+def encode_response(svc: Service, req: dict, results: list[dict], replica: str) -> Response:
+    """JSON, or Triton's binary extension for the outputs the client asked binary (binary_data_output, or an
+    output's own binary_data parameter)."""
+    params = req.get("parameters") if isinstance(req.get("parameters"), dict) else {}
+    asked = {o.get("name"): o for o in req.get("outputs") or [] if isinstance(o, dict)}
+    outs = outputs_of(svc, results)
+    unknown = sorted(set(asked) - {o[0] for o in outs})
+    if unknown:
+        raise BadRequest(400, f"unknown outputs {unknown}; this model gives {[o[0] for o in outs]}")
+    if asked:
+        outs = [o for o in outs if o[0] in asked]
+    head = {"model_name": svc.name, "model_version": "1", "outputs": []}
+    if isinstance(req.get("id"), str):
+        head["id"] = req["id"]
+    blobs = []
+    for name, dtype, shape, arr in outs:
+        o_params = (asked.get(name) or {}).get("parameters") or {}
+        binary = o_params.get("binary_data", params.get("binary_data_output", False)) if isinstance(o_params, dict) \
+            else False
+        entry = {"name": name, "datatype": dtype, "shape": shape}
+        if binary:
+            blob = _binary(dtype, arr)
+            entry["parameters"] = {"binary_data_size": len(blob)}
+            blobs.append(blob)
+        else:
+            entry["data"] = [v.decode() for v in arr.reshape(-1)] if dtype == "BYTES" else arr.reshape(-1).tolist()
+        head["outputs"].append(entry)
+    text = json.dumps(head).encode()
+    headers = {REPLICA_HEADER: replica}
+    if not blobs:
+        return Response(text, media_type="application/json", headers=headers)
+    headers["Inference-Header-Content-Length"] = str(len(text))
+    return Response(text + b"".join(blobs), media_type="application/octet-stream", headers=headers)
+
+
+def add_routes(app: FastAPI, svc: Service) -> None:
+    def _model(name: str) -> JSONResponse | None:
+        if name != svc.name:
+            return error(404, f"unknown model {name!r}; this server serves {svc.name!r}")
+        return None
+
+    @app.get("/v2")
+    async def server_metadata():
+        return {"name": "npuport", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+    @app.get("/v2/health/live")
+    async def live():
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def ready():
+        return {"ready": True} if svc.ready else error(503, "loading")
+
+    @app.get("/v2/models/{name}")
+    async def metadata(name: str):
+        if (bad := _model(name)) is not None:
+            return bad
+        ins, outs = signature(svc)
+        m = svc.front.manifest
+        return {"name": svc.name, "versions": ["1"], "platform": f"npuport-{m.runtime.name}",
+                "inputs": [{k: v for k, v in i.items() if k != "optional"} for i in ins], "outputs": outs,
+                "parameters": {"labels": list(svc.front.task.labels), "threshold": svc.front.threshold,
+                               "model_sha256": m.source["sha256"], "precision": m.precision}}
+
+    @app.get("/v2/models/{name}/ready")
+    async def model_ready(name: str):
+        if (bad := _model(name)) is not None:
+            return bad
+        return {"name": svc.name, "ready": True} if svc.ready else error(503, "loading")
+
+    async def infer(name: str, request: Request):
+        if (bad := _model(name)) is not None:
+            return bad
+
+        async def handle():
+            body = await request.body()
+            try:
+                req, inputs = parse(body, request.headers.get(HEADER))
+                items = items_of(svc, inputs)
+            except BadRequest as e:
+                return error(e.status, str(e))
+            results, replica = await svc.run(items)
+            try:
+                return encode_response(svc, req, results, replica)
+            except BadRequest as e:
+                return error(e.status, str(e))
+
+        return await svc.respond(handle)
+
+    async def infer_version(name: str, version: str, request: Request):
+        if version != "1":
+            return error(404, f"model {name!r} has version 1 only, not {version!r}")
+        return await infer(name, request)
+
+    app.add_api_route("/v2/models/{name}/infer", infer, methods=["POST"], include_in_schema=False)
+    app.add_api_route("/v2/models/{name}/versions/{version}/infer", infer_version, methods=["POST"],
+                      include_in_schema=False)

@@ -1,0 +1,195 @@
+"""The protocols real clients already speak, on a real uvicorn server on loopback, through the real client libraries:
+KServe V2 / Open Inference Protocol with `tritonclient.http` (binary tensors, its default, and JSON), and TEI's
+classification contract with `huggingface_hub.InferenceClient`. Answers must equal npuport's own /v1 routes, and the
+V2 route must meet P8's hostile inputs like /v1 does."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import httpx
+import numpy as np
+import pytest
+import tritonclient.http as triton
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_classifiers import LABELS, PAIRS, fine_tuned
+from test_serve import ITEM, Server, _free_port
+
+from npuport.cli import main
+from npuport.serve.app import ServeConfig
+
+ITEMS = [ITEM, {"persona": "You are Grandma Okoye, a storyteller.", "reply": "As an AI language model, I cannot."},
+         {"persona": "You are Tomo, a fox spirit.", "user": "Hi!", "reply": "Kon kon! Who visits my shrine?"}]
+
+
+@pytest.fixture(scope="module")
+def detector(artifacts):
+    with Server(ServeConfig(artifact_dir=str(artifacts), port=_free_port(), max_items=8, max_chars=2000,
+                            max_body_bytes=1 << 16)) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clf")
+    d = fine_tuned(root, "tiny-bert")
+    out = root / "out"
+    assert main(["-q", "port", str(d), "-o", str(out), "--buckets", "16,32", "--runtime", "onnxruntime",
+                 "--bench-runs", "1"]) == 0
+    with Server(ServeConfig(artifact_dir=str(out), port=_free_port(), max_items=8)) as s:
+        yield s
+
+
+def _client(server) -> triton.InferenceServerClient:
+    return triton.InferenceServerClient(server.url.removeprefix("http://"), network_timeout=30)
+
+
+def _bytes_input(name: str, values: list[str], binary: bool) -> triton.InferInput:
+    x = triton.InferInput(name, [len(values)], "BYTES")
+    x.set_data_from_numpy(np.array([v.encode() for v in values], dtype=object), binary_data=binary)
+    return x
+
+
+def _as_str(a) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else v for v in a.tolist()]
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary-tensors", "json-tensors"])
+def test_tritonclient_infer_equals_v1_detect(detector, binary):
+    v1 = httpx.post(detector.url + "/v1/detect", json={"items": ITEMS}).json()["items"]
+    c = _client(detector)
+    assert c.is_server_live() and c.is_server_ready() and c.is_model_ready("detector")
+    meta = c.get_model_metadata("detector")
+    assert [i["name"] for i in meta["inputs"]] == ["persona", "user", "reply"]
+    assert {o["name"]: (o["datatype"], o["shape"]) for o in meta["outputs"]} == {
+        "deviation_probability": ("FP32", [-1]), "label": ("BYTES", [-1])}
+    inputs = [_bytes_input("persona", [i["persona"] for i in ITEMS], binary),
+              _bytes_input("user", [i.get("user", "") for i in ITEMS], binary),
+              _bytes_input("reply", [i["reply"] for i in ITEMS], binary)]
+    outputs = [triton.InferRequestedOutput(n, binary_data=binary) for n in ("deviation_probability", "label")]
+    for asked in (None, outputs):  # no outputs named: every output, binary (the client's default)
+        r = c.infer("detector", inputs, outputs=asked)
+        probs = r.as_numpy("deviation_probability")
+        assert probs.dtype == np.float32 and probs.shape == (3,)
+        np.testing.assert_allclose(probs, [x["deviation_probability"] for x in v1], rtol=0, atol=1e-6)
+        assert _as_str(r.as_numpy("label")) == [x["label"] for x in v1]
+
+
+def test_v2_metadata_errors_and_replica_header(detector):
+    assert httpx.get(detector.url + "/v2").json()["extensions"] == ["binary_tensor_data"]
+    assert httpx.get(detector.url + "/v2/models/other").status_code == 404
+    r = httpx.post(detector.url + "/v2/models/detector/infer", json={"inputs": [
+        {"name": "persona", "datatype": "BYTES", "shape": [1], "data": [ITEM["persona"]]},
+        {"name": "reply", "datatype": "BYTES", "shape": [1], "data": [ITEM["reply"]]}]})
+    assert r.status_code == 200 and r.headers["x-npuport-replica"].startswith("local-")
+    assert r.json()["outputs"][1]["data"][0] in ("in_character", "deviation")
+    metrics = httpx.get(detector.url + "/metrics").text
+    for series in ("npuport_queue_size", "npuport_batch_padded_tokens_bucket", "npuport_queue_duration_seconds_bucket",
+                   "npuport_tokenization_duration_seconds_bucket", "npuport_inference_duration_seconds_bucket",
+                   'route="/v2/models/{name}/infer"'):
+        assert series in metrics, series
+
+
+def _v2(persona=("p",), reply=("r",), **extra):
+    inputs = [{"name": "persona", "datatype": "BYTES", "shape": [len(persona)], "data": list(persona)},
+              {"name": "reply", "datatype": "BYTES", "shape": [len(reply)], "data": list(reply)}]
+    return {"inputs": inputs, **extra}
+
+
+def _binary(size: int, payload: bytes) -> tuple[bytes, dict]:
+    """A binary-extension body: JSON header (length in the header field), then the tensor bytes."""
+    head = json.dumps({"inputs": [{"name": "reply", "datatype": "BYTES", "shape": [1],
+                                   "parameters": {"binary_data_size": size}}]}).encode()
+    return head + payload, {"inference-header-content-length": str(len(head))}
+
+
+BAD_V2 = [  # (body or raw bytes, headers, status, needle)
+    (b"{not json", {}, 400, "malformed"),
+    (b"[" * 60_000, {}, 400, "malformed"),
+    ({"inputs": "x"}, {}, 400, "'inputs' list"),
+    (_v2() | {"inputs": [{"name": "reply", "datatype": "FP32", "shape": [1], "data": [1.0]}]}, {}, 400, "BYTES"),
+    ({"inputs": [{"name": "reply", "datatype": "BYTES", "shape": [2], "data": ["a"]}]}, {}, 400, "shape [2]"),
+    (_v2(reply=("r", "s")), {}, 400, "same number"),
+    ({"inputs": [{"name": "reply", "datatype": "BYTES", "shape": [1], "data": ["r"]}]}, {}, 400, "missing input"),
+    (_v2() | {"inputs": _v2()["inputs"] + [{"name": "x", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}, {},
+     400, "unknown inputs"),
+    (_v2(persona=("p",) * 9, reply=("r",) * 9), {}, 413, "at most 8"),
+    (_v2(reply=("r" * 2001,)), {}, 413, "at most 2000"),
+    (_v2(reply=("   ",)), {}, 422, "empty"),
+    (_v2(outputs=[{"name": "logits"}]), {}, 400, "unknown outputs"),
+    (*_binary(99, b"ab"), 400, "runs past"),  # binary_data_size beyond the body
+    (b"{}", {"inference-header-content-length": "9999"}, 400, "does not fit"),
+    (*_binary(6, struct.pack("<I", 50) + b"ab"), 400, "runs past"),  # an element's length beyond its tensor
+]
+
+
+@pytest.mark.parametrize("body,headers,status,needle", BAD_V2, ids=[b[3] for b in BAD_V2])
+def test_v2_bad_input_is_4xx_json(detector, body, headers, status, needle):
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    r = httpx.post(detector.url + "/v2/models/detector/infer", content=content, headers=headers)
+    assert r.status_code == status, r.text
+    assert needle in r.json()["error"], r.json()
+
+
+def test_v2_policies_are_v1s(artifacts, tmp_path, detector):
+    r = httpx.post(detector.url + "/v2/models/detector/infer", content=json.dumps(_v2()),
+                   headers={"content-type": "text/plain"})
+    assert r.status_code == 415
+    r = httpx.post(detector.url + "/v2/models/detector/infer", json=_v2(), headers={"host": "attacker.example"})
+    assert r.status_code == 400 and "Host" in r.json()["error"]
+    r = httpx.post(detector.url + "/v2/models/detector/infer", content=b"x" * (1 << 17))
+    assert r.status_code == 413
+    keyfile = tmp_path / "key"
+    keyfile.write_text("s3cret-key-0123456789")
+    with Server(ServeConfig(artifact_dir=str(artifacts), port=_free_port(), api_key_file=str(keyfile))) as s:
+        assert httpx.post(s.url + "/v2/models/detector/infer", json=_v2()).status_code == 401
+        assert httpx.get(s.url + "/v2/models/detector").status_code == 401
+        assert httpx.get(s.url + "/v2/health/ready").status_code == 200  # probes stay open, like /healthz
+        c = triton.InferenceServerClient(s.url.removeprefix("http://"))
+        r = c.infer("detector", [_bytes_input("persona", ["p"], True), _bytes_input("reply", ["r"], True)],
+                    headers={"X-API-Key": "s3cret-key-0123456789"})
+        assert r.as_numpy("deviation_probability").shape == (1,)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=400), header=st.one_of(st.none(), st.integers(-5, 500).map(str)))
+def test_v2_fuzz_never_5xx(detector, body, header):
+    headers = {} if header is None else {"inference-header-content-length": header}
+    r = httpx.post(detector.url + "/v2/models/detector/infer", content=body, headers=headers)
+    assert r.status_code < 500, (r.status_code, r.text)
+
+
+def test_inference_client_text_classification_equals_v1_classify(classifier):
+    from huggingface_hub import InferenceClient
+
+    text = PAIRS[0][0]
+    v1 = httpx.post(classifier.url + "/v1/classify", json={"text": text}).json()
+    got = InferenceClient(classifier.url).text_classification(text)
+    assert [g.label for g in got] == sorted(v1["scores"], key=lambda k: -v1["scores"][k])
+    for g in got:
+        assert abs(g.score - v1["scores"][g.label]) < 1e-6
+    assert got[0].label == v1["label"] and set(v1["scores"]) == set(LABELS.values())
+    top = InferenceClient(classifier.url).text_classification(text, top_k=1)
+    assert [t.label for t in top] == [v1["label"]]
+
+
+def test_tei_predict_and_v2_on_a_classifier(classifier):
+    text, pair = PAIRS[0]
+    v1 = httpx.post(classifier.url + "/v1/classify", json={"items": [{"text": text}, {"text": text, "text_pair": pair}]})
+    a, b = v1.json()["items"]
+    one = httpx.post(classifier.url + "/predict", json={"inputs": text}).json()
+    assert one[0]["label"] == a["label"] and {d["label"]: d["score"] for d in one} == pytest.approx(a["scores"])
+    batch = httpx.post(classifier.url + "/predict", json={"inputs": [[text], [text, pair]]}).json()
+    assert [x[0]["label"] for x in batch] == [a["label"], b["label"]]
+    assert {d["label"]: d["score"] for d in batch[1]} == pytest.approx(b["scores"])
+    for bad, status in (({"inputs": ""}, 422), ({"inputs": [[text]] * 9}, 413), ({"input": text}, 422),
+                        ({"inputs": text, "raw_scores": True}, 422)):
+        assert httpx.post(classifier.url + "/predict", json=bad).status_code == status, bad
+    c = _client(classifier)
+    r = c.infer("classifier", [_bytes_input("text", [text, text], True), _bytes_input("text_pair", ["", pair], True)])
+    scores = r.as_numpy("scores")
+    assert scores.shape == (2, 3)
+    np.testing.assert_allclose(scores[1], [b["scores"][LABELS[i]] for i in range(3)], atol=1e-6)
+    assert _as_str(r.as_numpy("label")) == [a["label"], b["label"]]
