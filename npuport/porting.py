@@ -194,8 +194,9 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     static_only = [n for n, s in specs.items() if s.precision == "int8" and not get_runtime(n).quantizes_dynamic]
     if cfg.quant.mode == "dynamic" and static_only:
         able = runtime_names(quantizes_dynamic=True)
-        raise ConfigError(f"--quantization dynamic: {', '.join(static_only)} quantise statically; runtimes that "
-                          f"quantise dynamically: {', '.join(able) or '(none)'}")
+        whose = " / ".join(get_runtime(n).description.split(" (")[0] for n in able) or "no runtime"
+        raise ConfigError(f"--quantization dynamic is {whose}'s (--runtime {','.join(able)}); "
+                          f"{', '.join(static_only)} quantise statically")
     specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
              else s for n, s in specs.items()}
     progress("loading model")

@@ -93,7 +93,6 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
             if len(comp) > 1:
                 out.append(sorted(comp))
 
-    sys.setrecursionlimit(10000)
     for v in edges:
         if v not in index:
             strong(v)

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
+import time
 
 import httpx
 import numpy as np
 import pytest
 import tritonclient.http as triton
+import uvicorn
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 from test_classifiers import LABELS, PAIRS, fine_tuned
 from test_serve import ITEM, Server, _free_port
 
@@ -193,3 +197,40 @@ def test_tei_predict_and_v2_on_a_classifier(classifier):
     assert scores.shape == (2, 3)
     np.testing.assert_allclose(scores[1], [b["scores"][LABELS[i]] for i in range(3)], atol=1e-6)
     assert _as_str(r.as_numpy("label")) == [a["label"], b["label"]]
+
+
+def test_a_lost_replica_is_503_with_retry_after(artifacts):
+    """The one mapping of a lost model replica: the pool raises ReplicaLost (fleet.RayPool does when Ray gives up an
+    ActorDiedError), the service answers 503 with Retry-After. A real pool and server; the replica is lost once."""
+    from npuport.serve.app import create_app
+    from npuport.serve.pool import LocalPool, ReplicaLost
+
+    class LosesOnce(LocalPool):
+        lost = False
+
+        async def infer(self, rows):
+            if not self.lost:
+                self.lost = True
+                raise ReplicaLost("ActorDiedError")
+            return await super().infer(rows)
+
+    cfg = ServeConfig(artifact_dir=str(artifacts), port=_free_port())
+    app = create_app(cfg, pool=LosesOnce(cfg, CollectorRegistry()))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=cfg.port, log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    try:
+        url = f"http://127.0.0.1:{cfg.port}"
+        for _ in range(300):
+            try:
+                if httpx.get(url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        r = httpx.post(url + "/v1/detect", json=ITEM, timeout=30)
+        assert r.status_code == 503 and r.headers["retry-after"] == "1" and "replica" in r.json()["error"]
+        assert httpx.post(url + "/v1/detect", json=ITEM, timeout=30).status_code == 200  # the retry it advises
+    finally:
+        server.should_exit = True
+        th.join(30)

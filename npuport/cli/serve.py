@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
+import json
+
 from .common import EPILOG, add_runtime_flag, csv_list, positive_int
 
 
 def register(sub) -> None:
     sv = sub.add_parser("serve", help="HTTP service on an artifact: /v1/detect, /healthz, /v1/model, /metrics, playground at /",
-                        description="Serve a ported detector with length buckets and micro-batching. Binds to "
-                        "127.0.0.1 unless told otherwise; the artifact is hash-checked before serving.", epilog=EPILOG)
+                        description="Serve a ported detector with length buckets and micro-batching: npuport's /v1 "
+                        "routes, KServe V2 (/v2/models/NAME/infer) and, for classifiers, TEI's /predict. Binds to "
+                        "127.0.0.1 unless told otherwise; the artifact is hash-checked before serving. With "
+                        "--replicas N the same app runs on Ray Serve in front of N model replicas.", epilog=EPILOG)
     sv.add_argument("artifact_dir", help="a `port` output directory or one artifact directory")
     add_runtime_flag(sv, multiple=False, help="which artifact to serve when the directory holds several (its runtime)")
     sv.add_argument("--host", default="127.0.0.1")
@@ -31,6 +36,21 @@ def register(sub) -> None:
                     help="serve only an artifact signed (npuport sign) with the private key of this public key")
     sv.add_argument("--allow-unverified", action="store_true",
                     help="serve an artifact whose parity check failed or never ran (refused by default)")
+    sv.add_argument("--model-name", help="the model's name in KServe V2 routes (default: detector, or classifier)")
+    f = sv.add_argument_group("a fleet on Ray Serve (pip install \"npuport[ray]\"): the same app, model replicas "
+                              "behind it")
+    f.add_argument("--replicas", type=positive_int, help="model replicas, each loading the artifact once and "
+                   "batching on its own (default: one process, no Ray)")
+    f.add_argument("--autoscale", type=_min_max, metavar="MIN:MAX",
+                   help="scale model replicas between MIN and MAX on ongoing requests (instead of --replicas)")
+    f.add_argument("--replica-threads", type=positive_int, default=1,
+                   help="runtime threads per replica, and the CPUs Ray reserves for it (default 1)")
+    f.add_argument("--replica-resources", type=_resources, default={}, metavar="JSON",
+                   help="Ray resources each replica holds, e.g. '{\"RBLN\": 1}' for one Rebellions ATOM per replica")
+    f.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster (e.g. 10.0.0.5:6379 or auto) "
+                   "instead of starting a local one on 127.0.0.1")
+    f.add_argument("--write-ray-config", metavar="FILE", help="write the Serve config for `serve deploy` (multi-node "
+                   "clusters, KubeRay) and exit without serving")
     g = sv.add_mutually_exclusive_group()
     g.add_argument("--truncate", choices=("head", "tail"), default="tail",
                    help="inputs longer than the largest bucket: drop the tail (default) or the head, flagged truncated")
@@ -39,14 +59,54 @@ def register(sub) -> None:
     sv.set_defaults(func=run)
 
 
+def _min_max(text: str) -> tuple[int, int]:
+    lo, sep, hi = text.partition(":")
+    if not sep or not lo.isdigit() or not hi.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: give MIN:MAX, e.g. 1:4")
+    return int(lo), int(hi)
+
+
+def _resources(text: str) -> dict:
+    try:
+        d = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON ({e.msg}); e.g. '{{\"RBLN\": 1}}'") from None
+    if not isinstance(d, dict):
+        raise argparse.ArgumentTypeError(f"{text!r}: give a JSON object, e.g. '{{\"RBLN\": 1}}'")
+    return d
+
+
 def run(args) -> int:
+    from ..errors import ConfigError
     from ..serve.app import ServeConfig, serve
 
-    serve(ServeConfig(artifact_dir=args.artifact_dir, runtime=args.runtime, host=args.host, port=args.port,
+    cfg = ServeConfig(artifact_dir=args.artifact_dir, runtime=args.runtime, host=args.host, port=args.port,
                       max_batch=args.max_batch, max_wait_ms=args.max_wait_ms, threshold=args.threshold,
                       api_key_file=args.api_key_file, max_items=args.max_items, truncate=args.truncate,
                       reject_long=args.reject_long, max_batch_tokens=args.max_batch_tokens,
                       public_metrics=args.public_metrics, allowed_hosts=tuple(args.allowed_hosts),
                       max_concurrent_requests=args.max_concurrent_requests, request_timeout_s=args.request_timeout,
-                      allow_unverified=args.allow_unverified, require_signature=args.require_signature))
+                      allow_unverified=args.allow_unverified, require_signature=args.require_signature,
+                      model_name=args.model_name)
+    fleet_flags = [f for f, on in (("--replica-resources", args.replica_resources), ("--ray-address", args.ray_address),
+                                   ("--replica-threads", args.replica_threads != 1)) if on]
+    if args.replicas is None and args.autoscale is None:
+        if fleet_flags or args.write_ray_config:
+            raise ConfigError(f"{', '.join(fleet_flags) or '--write-ray-config'} shapes a Ray Serve fleet: add "
+                              "--replicas N (or --autoscale MIN:MAX)")
+        serve(cfg)
+        return 0
+    if args.replicas is not None and args.autoscale is not None:
+        raise ConfigError("give --replicas N or --autoscale MIN:MAX, not both")
+    from ..serve import fleet
+
+    fc = fleet.FleetConfig(replicas=args.replicas or 1, autoscale=args.autoscale,
+                           replica_threads=args.replica_threads, replica_resources=args.replica_resources,
+                           ray_address=args.ray_address)
+    fleet.check_artifact(cfg)  # hashes, parity, tokenizer: before any cluster starts
+    if args.write_ray_config:
+        print(f"wrote {fleet.write_config(cfg, fc, args.write_ray_config)}; deploy it with: serve deploy "
+              f"{args.write_ray_config}")
+        return 0
+    fleet.run(cfg, fc)
     return 0

@@ -137,9 +137,10 @@ class Front:
 class Engine(Front):
     """A Front with the loaded, hash-checked session: what runs the model (one process, or one model replica)."""
 
-    def __init__(self, *args, **kw):
+    def __init__(self, *args, threads: int | None = None, **kw):
         super().__init__(*args, **kw)
-        self.manifest, self.session = load_session(self.artifact)  # hash check before anything is served
+        # hash check before anything is served; threads: the runtime's intra-op threads (one replica per core)
+        self.manifest, self.session = load_session(self.artifact, threads=threads)
         self.router = BucketRouter(self.session.shapes, self.manifest.pad_token_id)
 
     def infer(self, rows: list[np.ndarray]):

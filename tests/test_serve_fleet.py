@@ -1,0 +1,216 @@
+"""`npuport serve --replicas 2`: the real CLI, real Ray Serve on loopback (a local cluster the command starts and
+stops), two model replicas behind the same app. Both replicas answer; the protocols and P8's hostile inputs hold
+through Ray; every Ray socket is on loopback; a replica SIGKILLed under load ends as documented (503 with
+Retry-After for what it held, everything else answered, a replacement serving again); SIGTERM ends every Ray
+process the command started."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from test_serve import ITEM, _free_port
+from test_serve_protocols import BAD_V2, _bytes_input
+
+psutil = pytest.importorskip("psutil")
+pytest.importorskip("ray.serve", reason="the npuport[ray] extra (in the test extra) installs Ray Serve")
+import tritonclient.http as triton  # noqa: E402
+
+START_S = 600  # a cold Ray cluster on 2 busy cores: its processes, Serve's controller and proxy, two replicas
+LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
+
+
+class Fleet:
+    def __init__(self, artifacts, *extra: str):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "npuport.cli", "serve", str(artifacts), "--replicas", "2",
+                                      "--port", str(self.port), *extra],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                                     start_new_session=True)
+        self.ready = None
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            if line.startswith("{") and '"ray"' in line:
+                self.ready = json.loads(line)
+
+    def wait(self):
+        deadline = time.time() + START_S
+        while time.time() < deadline:
+            assert self.proc.poll() is None, f"npuport serve exited with {self.proc.returncode}"
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200 and self.ready:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(1)
+        raise AssertionError(f"the fleet was not healthy within {START_S} s")
+
+    def tree(self) -> list:
+        try:
+            return [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def model_replicas(self) -> list:
+        out = []
+        for p in self.tree():
+            try:
+                if "ServeReplica:npuport:model" in " ".join(p.cmdline()):
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    def stop(self) -> list[int]:
+        """SIGTERM the command; the pids of everything it had started. Whatever outlives it is killed here (and
+        the test that expects none fails on it), so no test leaves a cluster behind."""
+        procs = self.tree()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(90)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        self.left = []
+        for p in procs[1:]:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    self.left.append(" ".join(p.cmdline())[:120])
+                    p.kill()
+            except psutil.Error:
+                continue
+        return [p.pid for p in procs]
+
+
+@pytest.fixture(scope="module")
+def fleet(artifacts):
+    # a 200 ms batch window: under load every replica holds requests, so a kill meets requests in flight
+    f = Fleet(artifacts, "--max-wait-ms", "200")
+    try:
+        yield f.wait()
+    finally:
+        f.stop()
+
+
+def test_both_replicas_answer_and_protocols_hold_through_ray(fleet):
+    seen = {}
+    for _ in range(40):
+        r = httpx.post(fleet.url + "/v1/detect", json=ITEM, timeout=30)
+        assert r.status_code == 200, r.text
+        seen[r.headers["x-npuport-replica"]] = r.json()
+    assert len(seen) == 2, seen  # two model replicas, each loading the artifact once
+    a, b = seen.values()
+    assert a["deviation_probability"] == pytest.approx(b["deviation_probability"], abs=1e-6)
+    c = triton.InferenceServerClient(fleet.url.removeprefix("http://"), network_timeout=30)
+    assert c.is_server_ready() and c.is_model_ready("detector")
+    r = c.infer("detector", [_bytes_input("persona", [ITEM["persona"]], True),
+                             _bytes_input("user", [ITEM["user"]], True), _bytes_input("reply", [ITEM["reply"]], True)])
+    assert r.as_numpy("deviation_probability")[0] == pytest.approx(a["deviation_probability"], abs=1e-6)
+    assert r.as_numpy("label")[0].decode() == a["label"]
+
+
+@pytest.mark.parametrize("body,headers,status,needle", BAD_V2[:6] + BAD_V2[-3:], ids=[b[3] for b in BAD_V2[:6] + BAD_V2[-3:]])
+def test_hostile_v2_inputs_are_4xx_through_ray(fleet, body, headers, status, needle):
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    r = httpx.post(fleet.url + "/v2/models/detector/infer", content=content, headers=headers, timeout=30)
+    assert r.status_code == status and needle in r.json()["error"], r.text
+
+
+@pytest.mark.parametrize("body,status", [(b"{not json", 400), (b'{"persona": "p"}', 422), (b"[" * 60_000, 400),
+                                         (json.dumps({"items": [ITEM] * 65}).encode(), 413)])
+def test_hostile_v1_inputs_are_4xx_through_ray(fleet, body, status):
+    r = httpx.post(fleet.url + "/v1/detect", content=body, headers={"content-type": "application/json"}, timeout=30)
+    assert r.status_code == status, r.text
+    assert httpx.post(fleet.url + "/v1/detect", content=json.dumps(ITEM), headers={"content-type": "text/plain"}
+                      ).status_code == 415
+
+
+def test_ray_is_on_loopback_and_metrics_are_per_replica(fleet):
+    assert fleet.ready["ray"].startswith("127.0.0.1:"), fleet.ready  # the GCS address Ray registered
+    outside = set()
+    for p in fleet.tree():
+        try:
+            for c in p.net_connections(kind="inet"):
+                if c.status == psutil.CONN_LISTEN and c.laddr.ip not in LOOPBACK:
+                    outside.add(f"{p.name()} listens on {c.laddr.ip}:{c.laddr.port}")
+                if c.raddr and c.raddr.ip not in LOOPBACK:
+                    outside.add(f"{p.name()} connects to {c.raddr.ip}:{c.raddr.port}")
+        except psutil.Error:
+            continue
+    assert not outside, outside
+    for _ in range(10):
+        httpx.post(fleet.url + "/v1/detect", json=ITEM, timeout=30)
+    replicas, deadline = set(), time.time() + 30
+    while len(replicas) < 2 and time.time() < deadline:  # Ray's agent exports every couple of seconds
+        text = httpx.get(fleet.url + "/metrics", timeout=10).text
+        replicas = {ln.split('replica="')[1].split('"')[0] for ln in text.splitlines()
+                    if ln.startswith("ray_npuport_batch_rows_count") and 'replica="' in ln}
+        time.sleep(1)
+    assert len(replicas) == 2, replicas
+
+
+def test_a_replica_killed_under_load_is_replaced_and_no_request_fails(fleet):
+    """SIGKILL one model replica while 4 clients keep requests in both (200 ms batch windows). Ray Serve's router
+    re-sends what the dead replica held to the live one (its ActorDiedError handling), so those requests answer 200,
+    later; the only other answer allowed is the ingress's 503 with Retry-After, never a hang or another 5xx."""
+    procs = fleet.model_replicas()
+    assert len(procs) == 2, procs
+    results, stop = [], threading.Event()
+
+    def load():
+        with httpx.Client(timeout=30) as c:  # a hang would show as a timeout: recorded, and fails the test below
+            while not stop.is_set():
+                t0 = time.time()
+                try:
+                    r = c.post(fleet.url + "/v1/detect", json=ITEM)
+                    results.append((t0, r.status_code, r.headers.get("retry-after"),
+                                     r.headers.get("x-npuport-replica"), time.time()))
+                except httpx.HTTPError as e:
+                    results.append((t0, type(e).__name__, None, None, time.time()))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    before = {r[3] for r in results if r[1] == 200}
+    killed_at = time.time()
+    procs[0].send_signal(signal.SIGKILL)
+    recovered = None
+    while time.time() - killed_at < 240:
+        new = {r[3] for r in results if r[1] == 200 and r[0] > killed_at} - before
+        if new and len(fleet.model_replicas()) == 2:
+            recovered = min(r[0] for r in results if r[3] in new) - killed_at
+            break
+        time.sleep(0.5)
+    time.sleep(2)
+    stop.set()
+    for t in threads:
+        t.join(60)
+    codes = [r[1] for r in results]
+    assert recovered is not None, f"no replacement replica served within 240 s: {codes[-20:]}"
+    assert all(c in (200, 503) for c in codes), sorted(set(map(str, codes)))
+    lost = [r for r in results if r[1] == 503]
+    assert all(r[2] == "1" for r in lost), lost  # Retry-After on every 503
+    assert len(lost) <= 4, lost  # at most what the dead replica held: 4 clients, one request each in flight
+    held = [r[4] - r[0] for r in results if r[0] <= killed_at < r[4]]  # in flight when the replica died
+    print(f"recovery {recovered:.1f} s; {len(lost)} x 503 of {len(codes)} requests; requests in flight at the "
+          f"kill: {len(held)}, answered after {max(held, default=0):.2f} s at most")
+
+
+def test_sigterm_ends_every_ray_process(artifacts):
+    f = Fleet(artifacts).wait()
+    pids = f.stop()
+    assert f.proc.returncode == 0
+    assert len(pids) > 5  # it did start a cluster: GCS, raylet, agents, controller, proxy, replicas
+    assert not f.left, f.left  # nothing it started outlived it
