@@ -135,6 +135,28 @@ def _serve_scaling(results):
     yield {}, f"{x:.2f}×", (x,)
 
 
+def _fleet_efficiency(results):
+    r = results["serve_fleet"]
+    yield {}, f"{r['per_replica_efficiency']:.0%} (1 thread per replica, proxy and load generator on the same cores)", (
+        r["per_replica_efficiency"],)
+
+
+def _fleet_overload(results):
+    ov = results["serve_fleet"].get("overload")
+    if ov:
+        at = ov["at_4x"]
+        yield ({}, f"{at['http_5xx']} 5xx, {at['share_429']:.1%} 429, admitted p99 {ov['admitted_p99_ratio']:.2f}×",
+               (at["http_5xx"], ov["admitted_p99_ratio"]))
+
+
+def _fleet_kill(results):
+    k = results["serve_fleet"].get("kill")
+    if k:
+        other = k["http_5xx"] - k["503_with_retry_after"]
+        yield ({}, f"{other} 5xx beyond 503+Retry-After, recovery {k['recovery_s']} s",
+               (other, k["recovery_s"] if k["recovery_s"] is not None else float("inf")))
+
+
 def _lm_control(results):
     for n, c in results["lm_control"].get("compare", {}).items():
         if not n.endswith("-jitter"):
@@ -177,6 +199,11 @@ GOALS = [
          (Bar("<=", 0), Bar(">=", 60, "{:g} s".format)), _serve_errors),
     Goal("serve: RSS growth {0} after warm-up", "serve_load", (Bar("<", 0.1, pct),), _serve_rss),
     Goal("serve: throughput at concurrency 16 {0} concurrency 1", "serve_load", (Bar(">=", 2, times),), _serve_scaling),
+    Goal("fleet: per-replica efficiency at 2 replicas {0}", "serve_fleet", (Bar(">=", 0.75, pct),), _fleet_efficiency),
+    Goal("fleet overload at 4× the limit: 5xx {0}, admitted p99 {1} the saturated p99", "serve_fleet",
+         (Bar("<=", 0), Bar("<=", 2, times)), _fleet_overload),
+    Goal("fleet: a killed replica costs no 5xx beyond 503 with Retry-After, and is replaced within {1}", "serve_fleet",
+         (Bar("<=", 0), Bar("<=", 60, "{:g} s".format)), _fleet_kill),
     Goal("LM control run, {name} vs eager: Pearson {0} and max abs Δloss {1}", "lm_control",
          (Bar(">=", 0.9999), Bar("<=", 1e-2, _sci)), _lm_control),
     Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",

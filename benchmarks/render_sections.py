@@ -504,3 +504,41 @@ def p11_section(r: dict, link: str) -> list[str]:
 def _held_out(v: dict) -> float:
     """A variant's decisions on unseen data: the lower of the test split and test_family (where measured)."""
     return min(v["decision_agreement"], v.get("family_decision_agreement", 1.0))
+
+
+def serve_fleet_section(r: dict, link: str) -> list[str]:
+    """npuport serve on Ray Serve: 1 and 2 model replicas beside the single process, overload, a replica killed."""
+    out = [f"**Serving a fleet on Ray Serve (P14)** — {r['model']}; closed loop, {r['concurrency']} clients, "
+           f"{r['duration_s']:.0f} s per run, every server the real CLI, the load generator on the same 2 cores; CPU "
+           f"from each process's CPU time ([script]({link}/serve_fleet.py), [JSON]({link}/results/{r['_file']})). "
+           f"{machine_line(r)}.", "",
+           *head("| configuration | requests/s | p50 ms | p99 ms | errors | 5xx | CPU cores: server / Ray proxy / "
+                 "ingress / model replicas / load generator | started in s |")]
+    for name, v in r["runs"].items():
+        cpu = v["cpu_cores_used"]
+        parts = " / ".join(f"{cpu.get(k, 0):.2f}" for k in ("server (driver)", "proxy", "ingress", "model",
+                                                              "load generator"))
+        out.append(row(name, f"{v['throughput_rps']:.1f}", f"{v['latency']['p50_ms']:.1f}",
+                       f"{v['latency']['p99_ms']:.1f}", v["errors"], v["http_5xx"], parts, f"{v['start_s']:.0f}"))
+    rs = r["ray_vs_single_process"]
+    out += ["", f"Per-replica efficiency at 2 replicas: **{r['per_replica_efficiency']:.0%}** (2-replica requests/s "
+            f"over twice the 1-replica figure). Ray with 1 replica against the single process at the same "
+            f"concurrency: {rs['throughput']:.2f}× the throughput, {rs['p50']:.2f}× the p50 (the proxy and ingress "
+            "hops, on the same 2 cores as the replica)."]
+    ov = r.get("overload")
+    if ov:
+        at = ov["at_4x"]
+        out += ["", f"Overload through Ray at 4× the admission limit ({4 * ov['admit']} clients, "
+                f"`--max-concurrent-requests {ov['admit']}`): {at['share_429']:.1%} answered 429, {at['http_5xx']} "
+                f"5xx, admitted p99 {at['admitted_latency']['p99_ms']:.0f} ms = {ov['admitted_p99_ratio']:.2f}× the "
+                "saturated run's."]
+    k = r.get("kill")
+    if k:
+        codes = ", ".join(f"{n} × {c}" for c, n in sorted(k["status_counts"].items()))
+        rec = f"{k['recovery_s']:.1f} s" if k["recovery_s"] is not None else "not within the run"
+        out += ["", f"One model replica SIGKILLed under load ({k['concurrency']} clients): {codes} over "
+                f"{k['requests']} requests ({k['503_with_retry_after']} × 503 with Retry-After, {k['http_5xx']} 5xx in "
+                f"all); {k['in_flight_at_kill']} requests were in flight at the kill, answered "
+                f"{'/'.join(k['in_flight_status']) or '—'} within {k['in_flight_max_s']:.2f} s; a replacement replica "
+                f"served after {rec}."]
+    return out

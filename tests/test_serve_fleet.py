@@ -214,3 +214,42 @@ def test_sigterm_ends_every_ray_process(artifacts):
     assert f.proc.returncode == 0
     assert len(pids) > 5  # it did start a cluster: GCS, raylet, agents, controller, proxy, replicas
     assert not f.left, f.left  # nothing it started outlived it
+
+
+def test_write_ray_config_round_trips_through_the_builder(artifacts, tmp_path, capsys):
+    """`--write-ray-config` writes a Serve config whose application Ray's own builder makes: the ingress and the
+    model deployment, with the replicas' autoscaling, threads and accelerator resources carried over."""
+    import yaml
+
+    from npuport.cli import main
+    from npuport.serve import fleet
+
+    out = tmp_path / "serve.yaml"
+    assert main(["serve", str(artifacts), "--autoscale", "1:2", "--replica-resources", '{"RBLN": 1}',
+                 "--model-name", "persona", "--write-ray-config", str(out)]) == 0
+    assert "serve deploy" in capsys.readouterr().out
+    doc = yaml.safe_load(out.read_text())
+    app = doc["applications"][0]
+    assert app["import_path"] == "npuport.serve.fleet:build" and app["route_prefix"] == "/"
+    built = fleet.build(app["args"])  # what `serve deploy` calls on the cluster
+    model = built._bound_deployment.init_args[1]._bound_deployment
+    assert model._deployment_config.autoscaling_config.max_replicas == 2
+    assert model.ray_actor_options["resources"] == {"RBLN": 1} and model.ray_actor_options["num_cpus"] == 1
+    assert built._bound_deployment.init_args[0].model_name == "persona"
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["--replica-threads", "2"], "add --replicas N"),
+    (["--ray-address", "auto"], "add --replicas N"),
+    (["--replicas", "2", "--autoscale", "1:2"], "not both"),
+    (["--replicas", "2", "--threads", "2"], "--replica-threads"),
+    (["--autoscale", "3:1"], "MIN:MAX"),
+    (["--replicas", "64"], "need 64 CPUs"),
+])
+def test_fleet_flags_are_checked_before_any_cluster_starts(artifacts, argv, needle, capsys):
+    from npuport.cli import main
+
+    t0 = time.time()
+    assert main(["serve", str(artifacts), *argv]) == 2
+    assert needle in capsys.readouterr().err
+    assert time.time() - t0 < 30  # refused before Ray was started

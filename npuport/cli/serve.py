@@ -36,6 +36,8 @@ def register(sub) -> None:
                     help="serve only an artifact signed (npuport sign) with the private key of this public key")
     sv.add_argument("--allow-unverified", action="store_true",
                     help="serve an artifact whose parity check failed or never ran (refused by default)")
+    sv.add_argument("--threads", type=positive_int, help="runtime threads of the one process (default: the "
+                    "artifact's, else the runtime's own); a fleet's replicas take --replica-threads")
     sv.add_argument("--model-name", help="the model's name in KServe V2 routes (default: detector, or classifier)")
     f = sv.add_argument_group("a fleet on Ray Serve (pip install \"npuport[ray]\"): the same app, model replicas "
                               "behind it")
@@ -87,7 +89,9 @@ def run(args) -> int:
                       public_metrics=args.public_metrics, allowed_hosts=tuple(args.allowed_hosts),
                       max_concurrent_requests=args.max_concurrent_requests, request_timeout_s=args.request_timeout,
                       allow_unverified=args.allow_unverified, require_signature=args.require_signature,
-                      model_name=args.model_name)
+                      model_name=args.model_name, threads=args.threads)
+    if args.threads and (args.replicas or args.autoscale):
+        raise ConfigError("--threads sets the one process's threads; a fleet's replicas take --replica-threads N")
     fleet_flags = [f for f, on in (("--replica-resources", args.replica_resources), ("--ray-address", args.ray_address),
                                    ("--replica-threads", args.replica_threads != 1)) if on]
     if args.replicas is None and args.autoscale is None:

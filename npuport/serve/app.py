@@ -64,6 +64,7 @@ class ServeConfig:
     allow_unverified: bool = False
     require_signature: str | None = None  # public key: serve only an artifact signed with its private key
     model_name: str | None = None  # the KServe V2 model name (default: detector, or classifier)
+    threads: int | None = None  # the runtime's threads (default: the artifact's, else the runtime's own)
 
     def __post_init__(self):
         if not (0 < self.port < 65536):
@@ -219,5 +220,5 @@ def serve(cfg: ServeConfig) -> None:
 
     # fail fast, before binding: hashes, parity, tokenizer
     engine = Engine(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
-                    allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
+                    allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature, threads=cfg.threads)
     uvicorn.run(create_app(cfg, engine), host=cfg.host, port=cfg.port, log_level="info", timeout_graceful_shutdown=30)

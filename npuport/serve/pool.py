@@ -49,7 +49,8 @@ class LocalPool:
         cfg = self.cfg
         if self.engine is None:
             self.engine = Engine(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
-                                 allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
+                                 allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature,
+                                 threads=cfg.threads)
             self.front = self.engine
         self.engine.warm_up()
         self.batcher = Batcher(self.engine, cfg.max_batch, cfg.max_wait_ms, BatchMetrics(self.registry),
