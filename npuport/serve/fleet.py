@@ -32,7 +32,7 @@ from ..errors import BackendUnavailable, ConfigError
 from ..fsio import atomic_write
 from .app import ServeConfig, create_app
 from .engine import Batcher, Encoded, Engine, Front
-from .metrics import ROWS, SECONDS, TOKENS
+from .metrics import ROWS, SECONDS, TOKENS, BatchSeries
 from .pool import ReplicaLost
 
 APP_NAME = "npuport"
@@ -75,7 +75,7 @@ class FleetConfig:
         return self.autoscale[1] if self.autoscale else self.replicas
 
 
-class RayBatchMetrics:
+class RayBatchMetrics(BatchSeries):
     """The micro-batcher's series in a model replica, through Ray Serve's metrics: Ray tags each with its
     application, deployment and replica, and exports them from every node's metrics agent (one series per replica)."""
 
@@ -91,13 +91,6 @@ class RayBatchMetrics:
                                       "batch", boundaries=list(SECONDS))
         self.infer_time = m.Histogram("npuport_inference_duration_seconds", description="runtime time per batch",
                                       boundaries=list(SECONDS))
-
-    def on_batch(self, rows: int, padded_tokens: int, buckets, queue_waits: list[float], infer_s: float) -> None:
-        self.batch_rows.observe(rows)
-        self.batch_tokens.observe(padded_tokens)
-        self.infer_time.observe(infer_s)
-        for w in queue_waits:
-            self.queue_time.observe(w)
 
 
 class ModelReplica:

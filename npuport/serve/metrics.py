@@ -26,8 +26,22 @@ class RequestMetrics:
                                       registry=registry, buckets=SECONDS)
 
 
-class BatchMetrics:
-    """What a micro-batcher records. `replica` labels every series (empty in one process)."""
+class BatchSeries:
+    """What a micro-batcher records, whatever holds the series: queue (a gauge), batch_rows, batch_tokens,
+    queue_time, infer_time (histograms with `observe`)."""
+
+    queue = batch_rows = batch_tokens = queue_time = infer_time = None
+
+    def on_batch(self, rows: int, padded_tokens: int, buckets, queue_waits: list[float], infer_s: float) -> None:
+        self.batch_rows.observe(rows)
+        self.batch_tokens.observe(padded_tokens)
+        self.infer_time.observe(infer_s)
+        for w in queue_waits:
+            self.queue_time.observe(w)
+
+
+class BatchMetrics(BatchSeries):
+    """The micro-batcher's series in a Prometheus registry. `replica` labels every series (empty in one process)."""
 
     def __init__(self, registry: CollectorRegistry, replica: str = ""):
         labels = ["replica"]
@@ -44,11 +58,7 @@ class BatchMetrics:
                                registry=registry)
 
     def on_batch(self, rows: int, padded_tokens: int, buckets, queue_waits: list[float], infer_s: float) -> None:
-        self.batch_rows.observe(rows)
-        self.batch_tokens.observe(padded_tokens)
-        self.infer_time.observe(infer_s)
-        for w in queue_waits:
-            self.queue_time.observe(w)
+        super().on_batch(rows, padded_tokens, buckets, queue_waits, infer_s)
         for b in buckets:
             self._bucket.labels(replica=self.replica, bucket=str(b)).inc()
 

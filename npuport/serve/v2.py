@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse, Response
 from .. import __version__
 from ..detector.data import Example
 from .guard import error
+from .schemas import ErrorBody
 from .service import REPLICA_HEADER, Service
 
 HEADER = "inference-header-content-length"
@@ -193,6 +194,9 @@ def encode_response(svc: Service, req: dict, results: list[dict], replica: str) 
 
 
 def add_routes(app: FastAPI, svc: Service) -> None:
+    loading = {503: {"model": ErrorBody, "description": "still loading"}}
+    unknown = {404: {"model": ErrorBody, "description": "no model of that name here"}}
+
     def _model(name: str) -> JSONResponse | None:
         if name != svc.name:
             return error(404, f"unknown model {name!r}; this server serves {svc.name!r}")
@@ -206,11 +210,11 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     async def live():
         return {"live": True}
 
-    @app.get("/v2/health/ready")
+    @app.get("/v2/health/ready", responses=loading)
     async def ready():
         return {"ready": True} if svc.ready else error(503, "loading")
 
-    @app.get("/v2/models/{name}")
+    @app.get("/v2/models/{name}", responses=unknown)
     async def metadata(name: str):
         if (bad := _model(name)) is not None:
             return bad
@@ -221,7 +225,7 @@ def add_routes(app: FastAPI, svc: Service) -> None:
                 "parameters": {"labels": list(svc.front.task.labels), "threshold": svc.front.threshold,
                                "model_sha256": m.source["sha256"], "precision": m.precision}}
 
-    @app.get("/v2/models/{name}/ready")
+    @app.get("/v2/models/{name}/ready", responses={**unknown, **loading})
     async def model_ready(name: str):
         if (bad := _model(name)) is not None:
             return bad
