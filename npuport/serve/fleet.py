@@ -21,7 +21,6 @@ import json
 import os
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -330,16 +329,3 @@ def _bounded(fn, seconds: float) -> None:
     t = threading.Thread(target=fn, daemon=True)
     t.start()
     t.join(seconds)
-
-
-def replicas(app_name: str = APP_NAME) -> list[dict]:
-    """The live model replicas' ids and pids, asked of each through the deployment handle (tests and operators)."""
-    serve = _serve()
-    h = serve.get_deployment_handle("model", app_name=app_name)
-    seen: dict[str, dict] = {}
-    deadline = time.time() + 20
-    want = serve.status().applications[app_name].deployments["model"].replica_states.get("RUNNING", 0)
-    while len(seen) < want and time.time() < deadline:
-        r = h.identity.remote().result()
-        seen[r["replica"]] = r
-    return list(seen.values())

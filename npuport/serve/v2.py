@@ -193,14 +193,18 @@ def encode_response(svc: Service, req: dict, results: list[dict], replica: str) 
     return Response(text + b"".join(blobs), media_type="application/octet-stream", headers=headers)
 
 
-def add_routes(app: FastAPI, svc: Service) -> None:
-    loading = {503: {"model": ErrorBody, "description": "still loading"}}
-    unknown = {404: {"model": ErrorBody, "description": "no model of that name here"}}
+LOADING = {503: {"model": ErrorBody, "description": "still loading"}}
+UNKNOWN = {404: {"model": ErrorBody, "description": "no model of that name here"}}
 
-    def _model(name: str) -> JSONResponse | None:
-        if name != svc.name:
-            return error(404, f"unknown model {name!r}; this server serves {svc.name!r}")
-        return None
+
+def _unknown(svc: Service, name: str) -> JSONResponse | None:
+    if name != svc.name:
+        return error(404, f"unknown model {name!r}; this server serves {svc.name!r}")
+    return None
+
+
+def add_routes(app: FastAPI, svc: Service) -> None:
+    """The probes and metadata here; inference in `_add_infer`."""
 
     @app.get("/v2")
     async def server_metadata():
@@ -210,13 +214,13 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     async def live():
         return {"live": True}
 
-    @app.get("/v2/health/ready", responses=loading)
+    @app.get("/v2/health/ready", responses=LOADING)
     async def ready():
         return {"ready": True} if svc.ready else error(503, "loading")
 
-    @app.get("/v2/models/{name}", responses=unknown)
+    @app.get("/v2/models/{name}", responses=UNKNOWN)
     async def metadata(name: str):
-        if (bad := _model(name)) is not None:
+        if (bad := _unknown(svc, name)) is not None:
             return bad
         ins, outs = signature(svc)
         m = svc.front.manifest
@@ -225,20 +229,25 @@ def add_routes(app: FastAPI, svc: Service) -> None:
                 "parameters": {"labels": list(svc.front.task.labels), "threshold": svc.front.threshold,
                                "model_sha256": m.source["sha256"], "precision": m.precision}}
 
-    @app.get("/v2/models/{name}/ready", responses={**unknown, **loading})
+    @app.get("/v2/models/{name}/ready", responses={**UNKNOWN, **LOADING})
     async def model_ready(name: str):
-        if (bad := _model(name)) is not None:
+        if (bad := _unknown(svc, name)) is not None:
             return bad
         return {"name": svc.name, "ready": True} if svc.ready else error(503, "loading")
 
+    _add_infer(app, svc)
+
+
+def _add_infer(app: FastAPI, svc: Service) -> None:
+    """POST /v2/models/{name}[/versions/1]/infer: parse, validate, run, encode; failures as svc.respond maps them."""
+
     async def infer(name: str, request: Request):
-        if (bad := _model(name)) is not None:
+        if (bad := _unknown(svc, name)) is not None:
             return bad
 
         async def handle():
-            body = await request.body()
             try:
-                req, inputs = parse(body, request.headers.get(HEADER))
+                req, inputs = parse(await request.body(), request.headers.get(HEADER))
                 items = items_of(svc, inputs)
             except BadRequest as e:
                 return error(e.status, str(e))
