@@ -7,20 +7,12 @@ never loads.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
 from .errors import ArtifactError, IntegrityError
+from .fsio import sha256_file  # noqa: F401  (artifact.sha256_file is public)
 from .manifest import MANIFEST, SIGNATURE, Manifest
-
-
-def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def list_files(directory: Path) -> dict[str, str]:

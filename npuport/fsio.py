@@ -7,11 +7,20 @@ code base (JSON, text, safetensors checkpoints, model weights) goes through `ato
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+
+def sha256_file(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
 
 
 def fsync_dir(directory: Path) -> None:

@@ -43,6 +43,7 @@ def _add_train(lsub) -> None:
     from ..models.lm import PRESETS as LM_PRESETS
     from ..runtimes import REFERENCE, default_train_runtime
     from ..spec import TRAIN_PRECISIONS
+    from ..train.distributed import FAULT_TOLERANCE, OUTER_DTYPES
     from ..train.select import training_runtimes
     from ..train.step import FORMS
 
@@ -76,6 +77,9 @@ def _add_train(lsub) -> None:
     t.add_argument("--keep-checkpoints", type=positive_int, default=3,
                    help="keep the last K checkpoints, delete older ones (default 3)")
     t.add_argument("--resume", action="store_true", help="continue the run in -o from its last checkpoint")
+    t.add_argument("--init-from", metavar="RUN[@STEP]",
+                   help="start from a finished run's parameters (its last checkpoint, or STEP's); optimizer state, "
+                   "schedule and data order start fresh; same --preset, --seq-len and characters (DiLoCo's warm start)")
     dp = t.add_argument_group("distributed (torch.distributed, gloo; also runs under torchrun across machines)")
     dp.add_argument("--workers", type=positive_int, help="start N worker processes on this machine (elastic launch)")
     dp.add_argument("--sync", choices=("allreduce", "diloco"),
@@ -83,7 +87,18 @@ def _add_train(lsub) -> None:
     dp.add_argument("--inner-steps", type=positive_int, default=10, help="DiLoCo H (default 10)")
     dp.add_argument("--outer-lr", type=float, default=0.7, help="DiLoCo outer Nesterov-SGD learning rate")
     dp.add_argument("--outer-momentum", type=float, default=0.9)
-    dp.add_argument("--max-restarts", type=int, default=3, help="group restarts after a lost worker")
+    dp.add_argument("--fragments", type=positive_int, default=1,
+                    help="Streaming DiLoCo: sync the parameters in K fragments, one every H/K steps (default 1)")
+    dp.add_argument("--outer-dtype", choices=OUTER_DTYPES, default="fp32",
+                    help="what DiLoCo's pseudo-gradients travel as: fp32, bf16 (half the bytes) or int8 (a quarter, "
+                    "per-block scales)")
+    dp.add_argument("--fault-tolerance", choices=FAULT_TOLERANCE,
+                    help="torchft: a lost or hung worker does not stop the others; a replacement heals from a live "
+                    "peer (pip install 'npuport[torchft]')")
+    dp.add_argument("--ft-timeout", type=float, default=30.0,
+                    help="with --fault-tolerance: seconds before a collective with a silent peer fails the step")
+    dp.add_argument("--max-restarts", type=int, default=3,
+                    help="group restarts after a lost worker (with --fault-tolerance: replacements started)")
     t.add_argument("-o", "--out", required=True, help="run directory (new or empty, or an existing run with --resume)")
 
 def run(args) -> int:
@@ -98,19 +113,33 @@ def run(args) -> int:
                           seq_len=args.seq_len, lr=args.lr, warmup=args.warmup_steps, seed=args.seed,
                           eval_every=args.eval_every, ckpt_every=args.ckpt_every, npu_friendly=args.npu_friendly,
                           form=args.form, precision=args.precision, threads=args.threads,
-                          keep_checkpoints=args.keep_checkpoints)
-        if args.workers or args.sync:
+                          keep_checkpoints=args.keep_checkpoints, init_from=args.init_from)
+        if args.workers or args.sync or args.fault_tolerance:
+            from ..errors import ConfigError
             from ..train.distributed import DistConfig, in_torchrun, launch, worker
 
             dcfg = DistConfig(workers=args.workers or 1, sync=args.sync or "allreduce", inner_steps=args.inner_steps,
-                              outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, max_restarts=args.max_restarts)
+                              outer_lr=args.outer_lr, outer_momentum=args.outer_momentum, max_restarts=args.max_restarts,
+                              fragments=args.fragments, outer_dtype=args.outer_dtype,
+                              fault_tolerance=args.fault_tolerance, ft_timeout=args.ft_timeout)
             if in_torchrun():  # launched by torchrun: this process is one rank
+                if dcfg.fault_tolerance:
+                    raise ConfigError("--fault-tolerance starts its own workers: run it without torchrun")
                 worker(cfg.to_json(), dcfg.to_json(), args.out, args.resume)
                 return 0
-            m = launch(cfg, dcfg, args.out, resume=args.resume)
+            if dcfg.fault_tolerance:
+                from ..train.ft import launch_ft
+
+                m = launch_ft(cfg, dcfg, args.out, resume=args.resume)
+                ft = m["fault_tolerance"]
+                extra = f"replacements {ft['replacements']} · steps below {dcfg.workers} workers {ft['steps_below_full']}"
+            else:
+                m = launch(cfg, dcfg, args.out, resume=args.resume)
+                extra = f"restarts {m['restarts']}"
+            val = f"val loss {m['val_loss']:.4f} · " if m["val_loss"] is not None else ""
             print(f"{dcfg.sync} × {dcfg.workers} workers ({args.runtime}): {m['steps']} steps · loss {m['final_loss']:.4f} · "
-                  f"val loss {m['val_loss']:.4f} · {m['bytes_sent_per_worker'] / 1e6:,.1f} MB sent per worker · "
-                  f"{m['train_wall_s']} s · restarts {m['restarts']} · run: {args.out}")
+                  f"{val}{m['bytes_sent_per_worker'] / 1e6:,.1f} MB sent per worker · {m['train_wall_s']} s · {extra} · "
+                  f"run: {args.out}")
             return 0
         r = api.lm_train(cfg, args.out, resume=args.resume, progress=not args.quiet)
         m = r.manifest

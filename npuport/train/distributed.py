@@ -41,10 +41,11 @@ from .core import CKPT_DIR, CheckpointStore, MetricsLog, load_params, run_loop
 from .data import Batches, CharVocab
 from .loop import (
     LMTrainConfig,
+    corpus_and_model_config,
     evaluate,
+    initial_model,
     load_corpus,
     lr_at,
-    model_config,
     prepare_run,
     read_metrics,
     read_run,
@@ -54,6 +55,8 @@ from .loop import checkpoints as model_checkpoints
 from .select import open_step_runner
 
 SYNCS = ("allreduce", "diloco")
+FAULT_TOLERANCE = ("torchft",)  # --fault-tolerance: the engines that keep survivors stepping (train/ft.py)
+OUTER_DTYPES = ("fp32", "bf16", "int8")  # what DiLoCo's pseudo-gradients travel as
 COMMIT = "COMMIT"
 FAULT_ENV = "NPUPORT_FAULT"  # "RANK:STEP": that rank SIGKILLs itself at that step, first attempt only (tests)
 
@@ -67,10 +70,25 @@ class DistConfig:
     outer_momentum: float = 0.9
     hash_every: int = 10
     max_restarts: int = 3
+    fragments: int = 1  # Streaming DiLoCo: the parameters in K fragments, one synced every H/K steps
+    outer_dtype: str = "fp32"
+    fault_tolerance: str | None = None  # "torchft": survivors keep stepping, replacements heal from a peer
+    ft_timeout: float = 30.0  # seconds: a collective (or a hung peer) that takes longer fails the step
 
     def __post_init__(self):
         if self.sync not in SYNCS:
             raise ConfigError(f"--sync {self.sync!r}: choose one of {', '.join(SYNCS)}")
+        if self.fault_tolerance is not None and self.fault_tolerance not in FAULT_TOLERANCE:
+            raise ConfigError(f"--fault-tolerance {self.fault_tolerance!r}: choose one of {', '.join(FAULT_TOLERANCE)}")
+        if self.outer_dtype not in OUTER_DTYPES:
+            raise ConfigError(f"--outer-dtype {self.outer_dtype!r}: choose one of {', '.join(OUTER_DTYPES)}")
+        if self.fragments < 1 or self.inner_steps % self.fragments:
+            raise ConfigError(f"--fragments {self.fragments} must be >= 1 and divide --inner-steps {self.inner_steps} "
+                              "(one fragment is synced every H / fragments steps)")
+        if (self.fragments > 1 or self.outer_dtype != "fp32") and self.sync != "diloco":
+            raise ConfigError("--fragments and --outer-dtype apply to --sync diloco")
+        if not self.ft_timeout > 0:
+            raise ConfigError(f"--ft-timeout {self.ft_timeout}: must be > 0 seconds")
         if self.workers < 1 or self.inner_steps < 1 or self.hash_every < 1:
             raise ConfigError("--workers, --inner-steps and the hash interval must be >= 1")
         if not 0 < self.outer_lr or not 0 <= self.outer_momentum < 1:
@@ -173,8 +191,8 @@ def _prepare_on_rank0(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: b
     if restart == 0 and not resume and (run / "run.json").is_file() and not launched:
         raise ConfigError(f"{run} already holds a run; continue it with --resume, or pass another -o directory")
     if not (run / "run.json").is_file():
-        corpus = load_corpus(cfg)
-        prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
+        corpus, mcfg = corpus_and_model_config(cfg, run, resume)
+        prepare_run(run, cfg, resume, corpus, mcfg)
         info = read_run(run)
         info["distributed"] = {**dcfg.to_json(), "world_size": world}
         write_json_atomic(run / "run.json", info)
@@ -269,7 +287,7 @@ def _worker(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist)
     dist.barrier()
     corpus = load_corpus(cfg, CharVocab.from_json(json.loads((run / "vocab.json").read_text())))
     mcfg = LMConfig.from_json(read_run(run)["model"])
-    model = build_lm(mcfg, seed=cfg.seed)
+    model = initial_model(cfg, mcfg)
     shard = cfg.batch // world
     rows = slice(rank * shard, (rank + 1) * shard)
     train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
@@ -346,6 +364,7 @@ def _write_run_manifest(run: Path, runtime_info: dict, cfg: LMTrainConfig, dcfg:
         "val_bpc": None if last_val is None else last_val / math.log(2),
         "bytes_sent_per_worker": bytes_sent, "param_bytes": param_bytes,
         "train_wall_s": round(wall_s, 1), "n_params": n_params, "machine": machine(),
+        "init_from": read_run(run).get("init_from"),
     })
 
 
@@ -354,8 +373,9 @@ def check_resume_distributed(run: Path, info: dict, dcfg: DistConfig, world: int
     old = info.get("distributed")
     if not old:
         raise ConfigError(f"cannot resume {run} with --workers/--sync: it was trained in a single process")
-    keys = ("sync", "inner_steps", "outer_lr", "outer_momentum")
-    if {k: old[k] for k in keys} != {k: getattr(dcfg, k) for k in keys}:
+    keys = ("sync", "inner_steps", "outer_lr", "outer_momentum", "fragments", "outer_dtype", "fault_tolerance")
+    defaults = DistConfig().to_json()  # runs from before a field existed had its default
+    if {k: old.get(k, defaults[k]) for k in keys} != {k: getattr(dcfg, k) for k in keys}:
         raise ConfigError(f"cannot resume {run}: it was trained with {old}, asked {dcfg.to_json()}")
     if old.get("world_size") != world:
         raise ConfigError(f"cannot resume {run} with {world} workers: it was trained with {old.get('world_size')} "
@@ -388,10 +408,10 @@ def launch(cfg: LMTrainConfig, dcfg: DistConfig, run: str | Path, *, resume: boo
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     run = Path(run)
-    corpus = load_corpus(cfg)
     if cfg.batch % dcfg.workers:
         raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
-    info = prepare_run(run, cfg, resume, corpus, model_config(cfg, corpus.vocab.size))
+    corpus, mcfg = corpus_and_model_config(cfg, run, resume)
+    info = prepare_run(run, cfg, resume, corpus, mcfg)
     if resume:
         check_resume_distributed(run, info, dcfg, dcfg.workers)
     info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}

@@ -70,6 +70,9 @@ class LMTrainConfig:
     threads: int | None = None  # runtime threads; not part of a run's identity
     keep_checkpoints: int = 3  # the last K checkpoints stay on disk; nor is this
     init_jitter: float = 0.0  # relative noise on the initial weights: measures the fp32 noise floor of a control run
+    # a finished run's directory (RUN, or RUN@STEP for one checkpoint): its parameters start this run; the optimizer
+    # state, the schedule and the data order start fresh (DiLoCo's warm start)
+    init_from: str | None = None
 
     def __post_init__(self):
         for f in ("steps", "batch", "seq_len", "eval_every", "ckpt_every", "eval_batches"):
@@ -104,6 +107,46 @@ class LMTrainConfig:
         d["optim"] = OptimConfig(**d.get("optim", {}))
         d.setdefault("keep_checkpoints", 3)
         return cls(**d)
+
+
+@dataclass(frozen=True)
+class InitSource:
+    """The checkpoint a warm-started run begins from (what run.json and the manifest record)."""
+
+    run: Path
+    step: int
+    path: Path
+    vocab: CharVocab
+    model: LMConfig
+
+    def record(self) -> dict:
+        from ..fsio import sha256_file
+
+        return {"run": str(self.run), "step": self.step, "checkpoint": self.path.name, "sha256": sha256_file(self.path)}
+
+
+def init_source(cfg: LMTrainConfig) -> InitSource | None:
+    """--init-from RUN[@STEP], checked before any output is written: a run directory with that checkpoint."""
+    if not cfg.init_from:
+        return None
+    ref, _, at = cfg.init_from.rpartition("@") if "@" in cfg.init_from else (cfg.init_from, "", "")
+    run = Path(ref)
+    if not (run / "run.json").is_file():
+        raise ConfigError(f"--init-from {cfg.init_from}: {run} is not an npuport LM run (no run.json); give the -o "
+                          "directory of a finished `npuport lm train`")
+    found = checkpoints(run).entries()
+    if at:
+        if not at.isdigit():
+            raise ConfigError(f"--init-from {cfg.init_from}: the step after @ must be a number, e.g. {run}@200")
+        found = [e for e in found if e[0] == int(at)]
+    if not found:
+        have = ", ".join(str(n) for n, _ in checkpoints(run).entries()) or "none"
+        raise ConfigError(f"--init-from {cfg.init_from}: no checkpoint{f' for step {at}' if at else ''} in {run} "
+                          f"(checkpoints: {have})")
+    step, path = found[-1]
+    info = read_run(run)
+    return InitSource(run, step, path, CharVocab.from_json(json.loads((run / "vocab.json").read_text())),
+                      LMConfig.from_json(info["model"]))
 
 
 def model_config(cfg: LMTrainConfig, vocab_size: int) -> LMConfig:
@@ -250,6 +293,9 @@ def prepare_run(run: Path, cfg: LMTrainConfig, resume: bool, corpus: Corpus, mcf
                    "train_tokens": int(len(corpus.train)), "val_tokens": int(len(corpus.val))},
         "vocab": {"size": corpus.vocab.size, "fingerprint": corpus.vocab.fingerprint()},
     }
+    src = init_source(cfg)
+    if src is not None:
+        info["init_from"] = src.record()
     existing = run / "run.json"
     if resume:
         old = read_run(run)
@@ -276,10 +322,10 @@ def prepare_run(run: Path, cfg: LMTrainConfig, resume: bool, corpus: Corpus, mcf
 def train(cfg: LMTrainConfig, run: str | Path, *, resume: bool = False, progress: bool = True,
           on_step: Callable[[dict], None] | None = None) -> TrainResult:
     run = Path(run)
-    corpus, mcfg = _corpus_and_model_config(cfg, run, resume)
+    corpus, mcfg = corpus_and_model_config(cfg, run, resume)
     info = prepare_run(run, cfg, resume, corpus, mcfg)
     threads = cfg.threads or torch.get_num_threads()
-    model = _initial_model(cfg, mcfg)
+    model = initial_model(cfg, mcfg)
     names = [n for n, _ in model.named_parameters()]
     train_b = Batches(corpus.train, cfg.batch, cfg.seq_len, cfg.seed)
     val_b = Batches(corpus.val, cfg.batch, cfg.seq_len, cfg.seed, name="validation").fixed(cfg.eval_batches)
@@ -350,7 +396,7 @@ def _finish(run: Path, cfg: LMTrainConfig, runner, history: list[dict], tps: flo
         "val_bpc": None if val_loss is None else val_loss / math.log(2),
         "tokens_per_s_median": round(tps, 1), "threads": facts["threads"], "n_params": facts["n_params"],
         "peak_rss_mb": peak_rss_mb(), "machine": machine(), "versions": versions(),
-        "corpus": facts["corpus"],
+        "corpus": facts["corpus"], "init_from": read_run(run).get("init_from"),
     }
     write_json_atomic(run / "manifest.json", manifest)
     return TrainResult(run, cfg.steps, loss, val_loss, tps, manifest)
@@ -368,20 +414,41 @@ def _restore(store, runner, names, metrics: MetricsLog) -> int:
     return start
 
 
-def _corpus_and_model_config(cfg: LMTrainConfig, run: Path, resume: bool):
-    """On --resume the run's own vocabulary and model config (the corpus is checked against them), else new ones."""
+def corpus_and_model_config(cfg: LMTrainConfig, run: Path, resume: bool):
+    """On --resume the run's own vocabulary and model config (the corpus is checked against them); with --init-from
+    the source run's (the characters must map to the same ids); else new ones."""
     vocab = None
     if resume and (run / "vocab.json").is_file():
         vocab = CharVocab.from_json(json.loads((run / "vocab.json").read_text()))
-    corpus = load_corpus(cfg, vocab)
+    src = init_source(cfg)
+    if src is not None and vocab is None:
+        vocab = src.vocab
+    try:
+        corpus = load_corpus(cfg, vocab)
+    except DataError as e:
+        if src is None or vocab is not src.vocab:
+            raise
+        raise DataError(f"--init-from {cfg.init_from}: the corpus does not fit that run's vocabulary: {e}") from e
     if resume and (run / "run.json").is_file():
         return corpus, LMConfig.from_json(read_run(run)["model"])
-    return corpus, model_config(cfg, corpus.vocab.size)
+    mcfg = model_config(cfg, corpus.vocab.size)
+    if src is not None and src.model != mcfg:
+        diff = sorted(k for k, v in mcfg.to_json().items() if src.model.to_json().get(k) != v)
+        raise ConfigError(f"--init-from {cfg.init_from}: that run's model differs from this one in {', '.join(diff)}; "
+                          "use the same --preset and --seq-len as the source run")
+    return corpus, mcfg
 
 
-def _initial_model(cfg: LMTrainConfig, mcfg: LMConfig):
-    """The seeded init; --init-jitter scales every weight by (1 + jitter * N(0, 1)) (the fp32 noise-floor run)."""
+def initial_model(cfg: LMTrainConfig, mcfg: LMConfig):
+    """The seeded init, or --init-from's parameters; --init-jitter scales every weight by (1 + jitter * N(0, 1))
+    (the fp32 noise-floor run)."""
     model = build_lm(mcfg, seed=cfg.seed)
+    src = init_source(cfg)
+    if src is not None:
+        _, (params, _, _) = load_checkpoint(src.path, [n for n, _ in model.named_parameters()])
+        with torch.no_grad():
+            for p, v in zip(model.parameters(), params):
+                p.copy_(v)
     if cfg.init_jitter:
         with torch.no_grad():
             g = torch.Generator().manual_seed(cfg.seed + 1)
