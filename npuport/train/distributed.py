@@ -216,15 +216,88 @@ def _restore(run: Path, runner, shapes, state_rank: int, global_p: torch.Tensor,
             int(st["bytes_sent"].item()))
 
 
+def fragment_bounds(sizes: list[int], k: int) -> list[tuple[int, int]]:
+    """Streaming DiLoCo's fragments: k contiguous runs of parameter tensors (layer order) of about equal size, as
+    (first tensor, end tensor) pairs. The torchft mode cuts the same fragments (ft_worker._Shadow)."""
+    total = sum(sizes)
+    owner = []
+    seen = 0
+    for n in sizes:
+        owner.append(min(k - 1, int(seen * k / total)))
+        seen += n
+    bounds = [(owner.index(j), len(owner) - owner[::-1].index(j)) for j in range(k) if j in owner]
+    if len(bounds) != k:
+        raise ConfigError(f"--fragments {k}: the model has {len(sizes)} parameter tensors, too few for {k} fragments")
+    return bounds
+
+
+def outer_step(global_p: torch.Tensor, momentum: torch.Tensor, delta: torch.Tensor, lr: float,
+               mu: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """DiLoCo's outer Nesterov SGD, as torch.optim.SGD(nesterov=True) steps it (what torchft's DiLoCo runs):
+    buf ← μ·buf + Δ (buf starts at 0, so the first buf is Δ, as torch's), θ ← θ − lr·(Δ + μ·buf)."""
+    if mu == 0:
+        return global_p - lr * delta, momentum
+    buf = momentum * mu + delta
+    return global_p - lr * (delta + mu * buf), buf
+
+
+INT8_BLOCK = 256  # elements per int8 scale (an fp32 absmax scale per block, as INTELLECT-1's int8 all-reduce)
+
+
+def mean_pseudo_gradient(dist, delta: torch.Tensor, dtype: str, world: int) -> tuple[torch.Tensor, int]:
+    """The mean of every worker's Δ as it travels in `dtype`; returns (mean in fp32, bytes this worker sent).
+    fp32 / bf16: one all-reduce. int8: blocks quantised with an absmax scale each, all-gathered (an int8 sum
+    would overflow), dequantised and averaged on every worker."""
+    if world == 1:
+        q = _roundtrip(delta, dtype)
+        return q, 0
+    if dtype in ("fp32", "bf16"):
+        t = delta.to(torch.bfloat16) if dtype == "bf16" else delta.clone()
+        dist.all_reduce(t)
+        return t.float() / world, t.numel() * t.element_size()
+    q, scale, n = _quantize_int8(delta)
+    qs, ss = [torch.empty_like(q) for _ in range(world)], [torch.empty_like(scale) for _ in range(world)]
+    dist.all_gather(qs, q)
+    dist.all_gather(ss, scale)
+    total = sum(_dequantize_int8(a, b, n) for a, b in zip(qs, ss))
+    return total / world, q.numel() + scale.numel() * 4
+
+
+def _quantize_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    n = x.numel()
+    pad = (-n) % INT8_BLOCK
+    blocks = torch.nn.functional.pad(x, (0, pad)).view(-1, INT8_BLOCK)
+    scale = blocks.abs().amax(dim=1).clamp_min(1e-30) / 127.0
+    return torch.round(blocks / scale[:, None]).clamp(-127, 127).to(torch.int8), scale, n
+
+
+def _dequantize_int8(q: torch.Tensor, scale: torch.Tensor, n: int) -> torch.Tensor:
+    return (q.float() * scale[:, None]).reshape(-1)[:n]
+
+
+def _roundtrip(x: torch.Tensor, dtype: str) -> torch.Tensor:
+    """What Δ becomes after travelling in dtype (one worker: nothing travels, the rounding is still applied)."""
+    if dtype == "bf16":
+        return x.to(torch.bfloat16).float()
+    if dtype == "int8":
+        return _dequantize_int8(*_quantize_int8(x))
+    return x
+
+
 class _Sync:
     """What keeps the ranks together, and what a rank carries between steps besides its runner: DiLoCo's θ_global
-    and outer Nesterov momentum, and the bytes sent so far."""
+    and outer Nesterov momentum, and the bytes sent so far. Streaming DiLoCo (fragments > 1) syncs one fragment
+    every H / fragments steps, in turn; the others keep training locally meanwhile."""
 
     def __init__(self, runner, dist, dcfg: DistConfig, steps: int, global_p, momentum, bytes_sent: int):
         self.runner, self.dist, self.dcfg, self.steps = runner, dist, dcfg, steps
         self.world = dist.get_world_size()
         self.shapes = [s.shape for s in runner.fns.slots]
         self.global_p, self.momentum, self.bytes_sent = global_p, momentum, bytes_sent
+        sizes = [math.prod(s) for s in self.shapes]
+        offsets = np.cumsum([0, *sizes]).tolist()
+        self.spans = [(offsets[a], offsets[b]) for a, b in fragment_bounds(sizes, dcfg.fragments)]
+        self.phase = dcfg.inner_steps // dcfg.fragments
 
     def _mean(self, t: torch.Tensor) -> torch.Tensor:
         self.dist.all_reduce(t)  # one bucket for all tensors
@@ -241,15 +314,28 @@ class _Sync:
                 _check_identical(self.runner.get_state()[0], self.dist, step)
             return loss
         loss = self.runner.step(step, lr, x, y)
-        if step % self.dcfg.inner_steps == 0 or step == self.steps:  # DiLoCo outer step
-            p, m, v = self.runner.get_state()
-            delta = self._mean(self.global_p - _flat(p))  # pseudo-gradient
-            # Nesterov SGD as torch.optim.SGD(nesterov=True): buf = μ·buf + Δ; θ -= lr·(Δ + μ·buf)
-            mu = self.dcfg.outer_momentum
-            self.momentum = self.momentum * mu + delta
-            self.global_p = self.global_p - self.dcfg.outer_lr * (delta + mu * self.momentum)
-            self.runner.set_state(_unflat(self.global_p, self.shapes), m, v, t=step)
+        now = ((step // self.phase) - 1) % self.dcfg.fragments if step % self.phase == 0 else None
+        if now is not None:
+            self._outer(now)
+        if step == self.steps:  # the run ends with every fragment synced: the model is θ_global
+            for f in range(self.dcfg.fragments):
+                if f != now:
+                    self._outer(f)
         return loss
+
+    def _outer(self, frag: int) -> None:
+        """DiLoCo's outer step on one fragment: the pseudo-gradient θ_global − θ_local averaged over workers (in
+        --outer-dtype), Nesterov SGD on θ_global, and the workers' fragment reset to it."""
+        a, b = self.spans[frag]
+        p, m, v = self.runner.get_state()
+        local = _flat(p)
+        delta, sent = mean_pseudo_gradient(self.dist, self.global_p[a:b] - local[a:b], self.dcfg.outer_dtype,
+                                           self.world)
+        self.bytes_sent += sent
+        g, buf = outer_step(self.global_p[a:b], self.momentum[a:b], delta, self.dcfg.outer_lr, self.dcfg.outer_momentum)
+        self.global_p[a:b], self.momentum[a:b] = g, buf
+        local[a:b] = self.global_p[a:b]
+        self.runner.set_state(_unflat(local, self.shapes), m, v)
 
     def model_params(self, p=None):
         """The parameters the run's model is: θ_global under DiLoCo, the (identical) rank parameters otherwise."""
@@ -261,7 +347,6 @@ class _Sync:
         p, m, v = self.runner.get_state()
         return {"param": _flat(p), "m": _flat(m), "v": _flat(v), "global": self.global_p, "momentum": self.momentum,
                 "bytes_sent": torch.tensor(self.bytes_sent, dtype=torch.int64)}
-
 
 def _open_runner(cfg: LMTrainConfig, dcfg: DistConfig, model, run: Path, rank: int, shard: int, dist):
     """Every rank runs the same graph: rank 0 exports it into graphs/ first, the others then reuse that file (a file

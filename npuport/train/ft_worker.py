@@ -41,7 +41,7 @@ from ..fsio import save_with, write_json_atomic
 from ..models.lm import LMConfig
 from .core import MetricsLog, load_params
 from .data import Batches, CharVocab
-from .distributed import COMMIT, DistConfig, _flat, _unflat, rank_store
+from .distributed import COMMIT, DistConfig, _flat, _unflat, fragment_bounds, rank_store
 from .loop import LMTrainConfig, evaluate, initial_model, load_corpus, lr_at, read_run, save_checkpoint
 from .select import open_step_runner
 
@@ -120,19 +120,12 @@ class _Shadow(torch.nn.Module):
         self.ps = torch.nn.ParameterList([torch.nn.Parameter(torch.as_tensor(p).detach().clone()) for p in params])
 
     def fragments(self, k: int) -> list[torch.nn.Module]:
-        """k contiguous groups of about equal size (layer order): Streaming DiLoCo syncs one at a time."""
-        total = sum(p.numel() for p in self.ps)
-        groups: list[list[torch.nn.Parameter]] = [[] for _ in range(k)]
-        seen = 0
-        for p in self.ps:
-            groups[min(k - 1, int(seen * k / total))].append(p)
-            seen += p.numel()
-        if any(not g for g in groups):
-            raise ValueError(f"--fragments {k}: more fragments than parameter tensors allow")
+        """The same k fragments as the plain mode (distributed.fragment_bounds): Streaming DiLoCo syncs one at a
+        time."""
         out = []
-        for g in groups:
+        for a, b in fragment_bounds([p.numel() for p in self.ps], k):
             m = torch.nn.Module()
-            m.ps = torch.nn.ParameterList(g)
+            m.ps = torch.nn.ParameterList(list(self.ps)[a:b])
             out.append(m)
         return out
 

@@ -1,0 +1,163 @@
+"""P15: why DiLoCo trails all-reduce here, measured side by side at equal tokens, and what Streaming DiLoCo's
+fragments and low-precision outer gradients cost.
+
+    python benchmarks/lm_diloco.py [--corpus ../shared/data/tinystories_sample.txt] [--groups warm,perworker,scratch,stream]
+
+Every run: preset `small`, sequence 128, one runtime thread per worker, seed 0, the same batches (each worker takes an
+equal shard of every global batch). All-reduce over N workers reproduces one process at the same global batch
+bit for bit (benchmarks/results/lm_distributed.json), so the all-reduce references run as one process here and
+their traffic is what N workers would send: one fp32 gradient per step.
+
+    base        200 all-reduce steps from scratch (global batch 16): the warm start (`--init-from base`)
+    warm        +400 steps from base at global batch 16: all-reduce vs DiLoCo N ∈ {2, 4} × H ∈ {10, 50, 100}
+                (a worker's batch is 16 / N)
+    perworker   +400 steps from base with each worker keeping batch 16 (global 16·N), as the DiLoCo paper scales:
+                all-reduce at 32 and 64 vs DiLoCo N = 2, 4 at H = 50
+    scratch     600 steps from scratch at global batch 16: all-reduce vs DiLoCo N ∈ {2, 4} at H = 50
+    stream      the warm N = 4, H = 50 run with 2 fragments (Streaming DiLoCo), and with bf16 / int8 outer gradients
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from common import HERE, meta, write_result
+
+SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
+GROUPS = ("warm", "perworker", "scratch", "stream")
+
+
+def plan(base: str) -> list[tuple[str, str, dict, dict]]:
+    """(group, name, LMTrainConfig overrides, DistConfig or None for one process)."""
+    warm = dict(steps=400, init_from=base)
+    runs = [("warm", "allreduce", dict(warm), {})]
+    for n in (2, 4):
+        for h in (10, 50, 100):
+            runs.append(("warm", f"diloco-{n}-h{h}", dict(warm), dict(workers=n, sync="diloco", inner_steps=h)))
+    for n in (2, 4):
+        runs.append(("perworker", f"allreduce-b{16 * n}", dict(warm, batch=16 * n), {}))
+        runs.append(("perworker", f"diloco-{n}-h50-b{16 * n}", dict(warm, batch=16 * n),
+                     dict(workers=n, sync="diloco", inner_steps=50)))
+    runs.append(("scratch", "allreduce", dict(steps=600), {}))
+    for n in (2, 4):
+        runs.append(("scratch", f"diloco-{n}-h50", dict(steps=600), dict(workers=n, sync="diloco", inner_steps=50)))
+    d4 = dict(workers=4, sync="diloco", inner_steps=50)
+    runs.append(("stream", "diloco-4-h50-f2", dict(warm), dict(d4, fragments=2)))
+    runs.append(("stream", "diloco-4-h50-bf16", dict(warm), dict(d4, outer_dtype="bf16")))
+    runs.append(("stream", "diloco-4-h50-int8", dict(warm), dict(d4, outer_dtype="int8")))
+    return runs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", default=str(SHARED) if SHARED.exists() else "demo")
+    ap.add_argument("--groups", default=",".join(GROUPS))
+    ap.add_argument("--backend", default="onnxruntime")
+    ap.add_argument("--keep", help="keep the run directories here")
+    ap.add_argument("--preset", default="small")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply every step count (0.05: a smoke run)")
+    a = ap.parse_args()
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from npuport.train.distributed import DistConfig, launch
+    from npuport.train.loop import LMTrainConfig, read_metrics, train
+
+    root = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="npuport-diloco-"))
+    root.mkdir(parents=True, exist_ok=True)
+    common = dict(corpus=a.corpus, preset=a.preset, runtime=a.backend, batch=16, seq_len=128, eval_every=50,
+                  ckpt_every=100)
+    groups = a.groups.split(",")
+    out = {**meta("lm_diloco.py"), "corpus": a.corpus, "preset": a.preset, "scale": a.scale, "backend": a.backend, "seq_len": 128,
+           "base_steps": 200, "runs": {}}
+
+    def one(name: str, over: dict, dist: dict) -> dict:
+        run = root / name
+        shutil.rmtree(run, ignore_errors=True)
+        over = {**over, "steps": max(1, round(over["steps"] * a.scale))}
+        if "inner_steps" in dist:
+            dist = {**dist, "inner_steps": max(dist.get("fragments", 1), round(dist["inner_steps"] * a.scale))}
+            dist["inner_steps"] -= dist["inner_steps"] % dist.get("fragments", 1)
+        cfg = LMTrainConfig(**{**common, **over, "eval_every": max(1, round(50 * a.scale)),
+                               "warmup": round(50 * min(1.0, a.scale))})
+        t0 = time.perf_counter()
+        if dist:
+            m = launch(cfg, DistConfig(**dist), run)
+            sent = m["bytes_sent_per_worker"]
+        else:
+            m = train(cfg, run, progress=False).manifest
+            sent = None
+        ms = read_metrics(run)
+        param_bytes = 4 * m["n_params"]
+        return {"config": {k: v for k, v in over.items() if k != "init_from"}, "distributed": dist or None,
+                "warm_start": "init_from" in over, "tokens": cfg.steps * cfg.batch * cfg.seq_len,
+                "val_loss": m["val_loss"], "final_loss": m["final_loss"],
+                # one process stands for N all-reduce workers: each would send one fp32 gradient per step
+                "bytes_sent_per_worker": sent if sent is not None else cfg.steps * param_bytes,
+                "wall_s": round(time.perf_counter() - t0, 1),
+                "val_curve": [(x["step"], x["val_loss"]) for x in ms if "val_loss" in x]}
+
+    base = one("base", dict(steps=200), {})
+    out["runs"]["base"] = {**base, "group": "base"}
+    print(f"base: val {base['val_loss']:.4f}", flush=True)
+    for group, name, over, dist in plan(str(root / "base")):
+        if group not in groups:
+            continue
+        key = f"{group}/{name}"
+        r = one(key.replace("/", "-"), over, dist)
+        out["runs"][key] = {**r, "group": group}
+        print(f"{key}: val {r['val_loss']:.4f} · {r['bytes_sent_per_worker'] / 1e6:,.1f} MB/worker · {r['wall_s']:.0f} s",
+              flush=True)
+    _compare(out["runs"])
+    out["plot"] = _plot(out["runs"], plt)
+    write_result("lm_diloco", out)
+
+
+def _reference(runs: dict, key: str) -> str | None:
+    group, name = key.split("/")
+    if group == "perworker":
+        return f"perworker/allreduce-b{name.rsplit('-b', 1)[1]}" if name.startswith("diloco") else None
+    ref = "scratch/allreduce" if group == "scratch" else "warm/allreduce"
+    return ref if name.startswith("diloco") and ref in runs else None
+
+
+def _compare(runs: dict) -> None:
+    """Each DiLoCo run against the all-reduce run over the same tokens: the val-loss gap and the traffic saved."""
+    for key, r in runs.items():
+        ref = _reference(runs, key) if "/" in key else None
+        if ref and ref in runs:
+            a = runs[ref]
+            r["reference"] = ref
+            r["val_gap_pct"] = round(100 * (r["val_loss"] - a["val_loss"]) / a["val_loss"], 2)
+            r["traffic_reduction"] = round(a["bytes_sent_per_worker"] / max(1, r["bytes_sent_per_worker"]), 1)
+
+
+def _plot(runs: dict, plt) -> str:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    for ax, group, title in ((axes[0], "warm", "warm start, global batch 16"),
+                             (axes[1], "perworker", "warm start, batch 16 per worker")):
+        for key, r in runs.items():
+            if r.get("group") != group:
+                continue
+            xs, ys = zip(*r["val_curve"]) if r["val_curve"] else ((), ())
+            ax.plot(xs, ys, lw=1.6 if "allreduce" in key else 1.0, ls="-" if "allreduce" in key else "--",
+                    label=key.split("/")[1])
+        ax.set_xlabel("step after the warm start (equal tokens per step within a curve pair)")
+        ax.set_ylabel("validation loss (nats/char)")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    (HERE / "results").mkdir(exist_ok=True)
+    fig.savefig(HERE / "results" / "lm_diloco.png", dpi=100)
+    return "results/lm_diloco.png"
+
+
+if __name__ == "__main__":
+    main()
