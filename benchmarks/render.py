@@ -48,6 +48,8 @@ SECTIONS = [
     Section("lm_gpu_control", s.lm_gpu_section, True),
     Section("b5_gpu", s.b5_section, True),
     Section("lm_distributed", s.lm_distributed_section, True),
+    Section("lm_diloco", s.lm_diloco_section, True),
+    Section("lm_ft", s.lm_ft_section, True),
     Section("iree_flags", s.iree_flags_section, False),
     Section("npu_port", s.npu_port_section, True),
     Section("lm_qnn_control", s.lm_npu_section, True),

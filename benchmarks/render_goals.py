@@ -157,6 +157,25 @@ def _fleet_kill(results):
                (other, k["recovery_s"] if k["recovery_s"] is not None else float("inf")))
 
 
+def _diloco_warm(results):
+    r = results["lm_diloco"]["runs"].get("perworker/diloco-4-h50-b64") or {}
+    w = results["lm_diloco"]["runs"].get("warm/diloco-4-h50") or {}
+    for name, v in (("batch 16 per worker", r), ("global batch 16", w)):
+        if "val_gap_pct" in v:
+            yield ({"name": name}, f"{v['val_gap_pct']:+.1f} %, {v['traffic_reduction']:.0f}× less traffic",
+                   (v["val_gap_pct"] / 100, v["traffic_reduction"]))
+
+
+def _ft_kill(results):
+    v = results["lm_ft"]["runs"].get("diloco-sigkill") or {}
+    if "val_gap_pct_vs_fault_free" in v:
+        ws = v["world_size"]
+        dipped = min(ws) < 3 and ws[-1] == 3
+        yield ({}, f"exit {v['exit_code']}, steps in order: {v['steps']}, world_size {min(ws)}→{ws[-1]}, "
+               f"val {v['val_gap_pct_vs_fault_free']:+.2f} %",
+               (v["exit_code"] + (0 if v["steps"] and dipped else 1), abs(v["val_gap_pct_vs_fault_free"]) / 100))
+
+
 def _lm_control(results):
     for n, c in results["lm_control"].get("compare", {}).items():
         if not n.endswith("-jitter"):
@@ -204,6 +223,11 @@ GOALS = [
          (Bar("<=", 0), Bar("<=", 2, times)), _fleet_overload),
     Goal("fleet: a killed replica costs no 5xx beyond 503 with Retry-After, and is replaced within {1}", "serve_fleet",
          (Bar("<=", 0), Bar("<=", 60, "{:g} s".format)), _fleet_kill),
+    Goal("DiLoCo N=4 H=50 warm-started ({name}): val loss {0} above all-reduce's at equal tokens, traffic {1} less",
+         "lm_diloco", (Bar("<=", 0.02, pct), Bar(">=", 40, times)), _diloco_warm),
+    Goal("torchft: a worker SIGKILLed mid-run, 3-worker DiLoCo on the CLI: exit 0 with world_size dipping and "
+         "recovering {0} failures, val loss within {1} of the fault-free run", "lm_ft",
+         (Bar("<=", 0), Bar("<=", 0.03, pct)), _ft_kill),
     Goal("LM control run, {name} vs eager: Pearson {0} and max abs Δloss {1}", "lm_control",
          (Bar(">=", 0.9999), Bar("<=", 1e-2, _sci)), _lm_control),
     Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",

@@ -542,3 +542,44 @@ def serve_fleet_section(r: dict, link: str) -> list[str]:
                 f"{'/'.join(k['in_flight_status']) or '—'} within {k['in_flight_max_s']:.2f} s; a replacement replica "
                 f"served after {rec}."]
     return out
+
+
+def lm_diloco_section(r: dict, link: str) -> list[str]:
+    """P15: DiLoCo against all-reduce at equal tokens, by warm start, per-worker batch, H and N."""
+    runs = r["runs"]
+    base = runs["base"]
+    out = [f"**DiLoCo against all-reduce at equal tokens (P15)** — preset `{r['preset']}`, sequence {r['seq_len']}, "
+           f"`{r['backend']}` step graphs, one thread per worker; warm starts from {r['base_steps']} all-reduce steps "
+           f"(val {base['val_loss']:.4f}) with `--init-from` ([script]({link}/lm_diloco.py), "
+           f"[JSON]({link}/results/{r['_file']}), [plot]({link}/results/lm_diloco.png)). All-reduce over N workers is "
+           "one process at the same global batch bit for bit (P6 above), so the all-reduce rows ran as one process "
+           f"and their traffic is one fp32 gradient per step. {machine_line(r)}.", "",
+           *head("| group | run | tokens | val loss | vs all-reduce, same tokens | MB sent per worker | traffic saved |")]
+    for key, v in runs.items():
+        if key == "base":
+            continue
+        group, name = key.split("/")
+        gap = f"{v['val_gap_pct']:+.1f} %" if "val_gap_pct" in v else "—"
+        saved = f"{v['traffic_reduction']:.0f}×" if "traffic_reduction" in v else "—"
+        out.append(row(group, name, f"{v['tokens']:,}", f"{v['val_loss']:.4f}", gap,
+                       f"{v['bytes_sent_per_worker'] / 1e6:,.1f}", saved))
+    return out
+
+
+def lm_ft_section(r: dict, link: str) -> list[str]:
+    """P15: a worker SIGKILLed mid-run under --fault-tolerance torchft, against the same run without the fault."""
+    out = [f"**Training through a lost worker on torchft (P15)** — the CLI as a user runs it: {r['workers']} workers, "
+           f"preset `{r['preset']}`, global batch {r['global_batch']} × {r['seq_len']}, {r['steps']} steps, DiLoCo "
+           f"H = {r['inner_steps']}; worker 1 SIGKILLed at step {r['kill_at']} (its pid from workers.json) "
+           f"([script]({link}/lm_ft.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| run | exit | val loss | vs fault-free | steps without the worker | survivors stalled | "
+                 "replacement rejoined after | wall s |")]
+    for name, v in r["runs"].items():
+        gap = f"{v['val_gap_pct_vs_fault_free']:+.2f} %" if "val_gap_pct_vs_fault_free" in v else "—"
+        stall = f"{v['survivor_stall_s']:.1f} s (a step: {v['typical_step_gap_s']:.2f} s)" if v.get(
+            "survivor_stall_s") is not None else "—"
+        rejoin = f"{v['rejoin_s']:.0f} s" if v.get("rejoin_s") is not None else "—"
+        val = f"{v['val_loss']:.4f}" if v.get("val_loss") is not None else "—"
+        out.append(row(name, v["exit_code"], val, gap, v.get("steps_without_worker", 0), stall, rejoin,
+                       f"{v['wall_s']:.0f}"))
+    return out

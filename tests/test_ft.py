@@ -96,12 +96,12 @@ def test_worker_killed_inside_an_allreduce_does_not_stop_the_others(tmp_path):
     assert np.isfinite([x["loss"] for x in ms]).all()
 
 
-def test_diloco_under_torchft_equals_plain_diloco(tmp_path):
-    """torchft.local_sgd.DiLoCo around the static-graph runner gives the plain DiLoCo's run: same losses, same
-    validation (the outer Nesterov step is torch's SGD in both)."""
-    m = _launch_ft(tmp_path, "ft", 12, "diloco", inner_steps=4)
+def test_streaming_diloco_under_torchft_equals_plain_streaming_diloco(tmp_path):
+    """torchft.local_sgd.DiLoCo (two fragments: Streaming DiLoCo) around the static-graph runner gives the plain
+    mode's run: same losses, same validation, same bytes (the outer Nesterov step is torch's SGD in both)."""
+    m = _launch_ft(tmp_path, "ft", 12, "diloco", inner_steps=4, fragments=2)
     cfg = LMTrainConfig(**TINY, steps=12, runtime="onnxruntime", threads=1)
-    p = launch(cfg, DistConfig(workers=3, sync="diloco", inner_steps=4), tmp_path / "plain")
+    p = launch(cfg, DistConfig(workers=3, sync="diloco", inner_steps=4, fragments=2), tmp_path / "plain")
     a, b = read_metrics(tmp_path / "ft"), read_metrics(tmp_path / "plain")
     np.testing.assert_allclose([x["loss"] for x in a], [x["loss"] for x in b], rtol=0, atol=2e-6)
     assert m["val_loss"] == pytest.approx(p["val_loss"], abs=1e-5)
@@ -197,3 +197,44 @@ def test_ft_refuses_what_it_cannot_do(tmp_path, capsys):
     assert main([*base, "--sync", "diloco", "--inner-steps", "5", "--fragments", "3", "-o", str(tmp_path / "c")]) == 2
     assert "must be >= 1 and divide --inner-steps 5" in capsys.readouterr().err
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_whole_fleet_killed_then_resumed_continues_exactly(tmp_path):
+    """The launcher SIGKILLed mid-run takes every worker with it (no orphans); --resume restarts the fleet from the
+    last committed step, each replica with its own AdamW moments, and ends where the uninterrupted run ends."""
+    args = ("--preset", "tiny", "--seq-len", "32", "--steps", "60", "--sync", "diloco", "--inner-steps", "5",
+            "--eval-every", "10", "--ckpt-every", "10")
+    ref = subprocess.run(_cli(tmp_path / "ref", *args), capture_output=True, text=True, timeout=TIMEOUT)
+    assert ref.returncode == 0, ref.stderr[-2000:]
+    run = tmp_path / "cut"
+    p = subprocess.Popen(_cli(run, *args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: _last_step(run, 0) >= 25, "step 25", p)
+        pids = list(json.loads((run / WORKERS_JSON).read_text())["workers"].values())
+        p.kill()
+        p.wait()
+    finally:
+        p.kill()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids), "workers outlived their launcher"
+    res = subprocess.run([*_cli(run, *args), "--resume"], capture_output=True, text=True, timeout=TIMEOUT)
+    assert res.returncode == 0, res.stderr[-2000:]
+    a, b = read_metrics(run), read_metrics(tmp_path / "ref")
+    assert [x["step"] for x in a] == list(range(1, 61))
+    np.testing.assert_allclose([x["loss"] for x in a], [x["loss"] for x in b], rtol=0, atol=1e-6)
+    ma, mb = (json.loads((d / "manifest.json").read_text()) for d in (run, tmp_path / "ref"))
+    assert ma["val_loss"] == pytest.approx(mb["val_loss"], abs=1e-6)
+    assert ma["bytes_sent_per_worker"] == mb["bytes_sent_per_worker"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its dead parent's reaper) counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False

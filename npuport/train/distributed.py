@@ -317,10 +317,9 @@ class _Sync:
         now = ((step // self.phase) - 1) % self.dcfg.fragments if step % self.phase == 0 else None
         if now is not None:
             self._outer(now)
-        if step == self.steps:  # the run ends with every fragment synced: the model is θ_global
+        if step == self.steps and now is None:  # a run that ends between syncs ends on a sync of everything
             for f in range(self.dcfg.fragments):
-                if f != now:
-                    self._outer(f)
+                self._outer(f)
         return loss
 
     def _outer(self, frag: int) -> None:

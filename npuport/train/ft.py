@@ -182,7 +182,8 @@ def merge_metrics(run: Path, workers: int) -> list[dict]:
         rec = {"step": step, "loss": sum(r["loss"] for r in rs) / len(rs), "lr": rs[0]["lr"],
                "world_size": len(rs), "participants": max(r["participants"] for r in rs),
                "replicas": sorted(r["replica"] for r in rs),
-               "step_s": max(r["step_s"] for r in rs), "bytes_sent": max(r["bytes_sent"] for r in rs)}
+               "step_s": max(r["step_s"] for r in rs), "bytes_sent": max(r["bytes_sent"] for r in rs),
+               "t": max(r.get("t", 0) for r in rs)}  # when the last replica logged it (wall clock)
         tps = [r["tokens_per_s"] for r in rs if r.get("tokens_per_s")]
         rec["tokens_per_s"] = round(sum(tps), 1) if tps else None
         for r in rs:

@@ -217,7 +217,7 @@ class Replica:
     # ------------------------------------------------------------ shared
 
     def record(self, step: int, loss: float, lr: float, dt: float, world: int) -> dict:
-        return {"step": step, "loss": loss, "lr": lr, "participants": world, "replica": self.slot,
+        return {"step": step, "loss": loss, "lr": lr, "participants": world, "replica": self.slot, "t": round(time.time(), 3),
                 "step_s": round(dt, 6), "tokens_per_s": round(self.tokens / dt, 1) if dt > 0 else None,
                 "bytes_sent": self.bytes_sent}
 
@@ -226,18 +226,26 @@ class Replica:
         val = evaluate(self.eval_model, self.val_b)
         return {"val_loss": val, "val_bpc": val / math.log(2)}
 
-    def checkpoint(self, step: int, manager, model_params) -> None:
-        """The participant of rank 0 commits the fleet's state: torchft's full state (what a recovering peer would
-        receive) for a whole-fleet restart, and the model checkpoint that eval / sample / compare read."""
+    def _save_state(self, path: Path, state, step: int) -> None:
         from safetensors.torch import save_file
 
         from .ft_transport import to_wire
 
-        tensors, skeleton = to_wire(manager._manager_state_dict())
+        tensors, skeleton = to_wire(state)
+        save_with(path, lambda tmp: save_file(tensors, str(tmp), metadata={"npuport_skeleton": skeleton,
+                                                                           "step": str(step)}))
+
+    def checkpoint(self, step: int, manager, model_params) -> None:
+        """Every replica stores its own state (its AdamW moments differ under DiLoCo); the participant of rank 0
+        also stores torchft's full state (what a recovering peer would receive), commits the step, and writes the
+        model checkpoint that eval / sample / compare read. A whole-fleet --resume starts from there."""
         d = self.store.path(step)
         d.mkdir(parents=True, exist_ok=True)
-        save_with(d / "rank_0.safetensors",
-                  lambda tmp: save_file(tensors, str(tmp), metadata={"npuport_skeleton": skeleton, "step": str(step)}))
+        own = {"user": {"default": manager._user_state_dicts["default"]()}, "bytes_sent": self.bytes_sent}
+        self._save_state(d / f"replica_{self.slot}.safetensors", own, step)
+        if manager.participating_rank() != 0:
+            return
+        self._save_state(d / "rank_0.safetensors", manager._manager_state_dict(), step)
         write_json_atomic(d / COMMIT, {"step": step, "world_size": manager.num_participants(), "sync": self.dcfg.sync,
                                        "fault_tolerance": "torchft"})
         _, m, v = self.runner.get_state()
@@ -256,11 +264,17 @@ class Replica:
         steps = [n for n, _ in self.store.entries()]
         if not steps or os.environ.get(ENV_RESUME) != "1":
             return
-        path = self.store.path(steps[-1]) / "rank_0.safetensors"
-        with safe_open(str(path), framework="pt") as f:
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-            skeleton = (f.metadata() or {})["npuport_skeleton"]
-        state = from_wire(tensors, skeleton)
+        def read(path: Path):
+            with safe_open(str(path), framework="pt") as f:
+                return from_wire({k: f.get_tensor(k) for k in f.keys()}, (f.metadata() or {})["npuport_skeleton"])
+
+        d = self.store.path(steps[-1])
+        state = read(d / "rank_0.safetensors")
+        own = d / f"replica_{self.slot}.safetensors"
+        if own.is_file():  # this replica's own moments; else (it had not written them) the lead's
+            mine = read(own)
+            state["user"]["default"] = mine["user"]["default"]
+            self.bytes_sent = int(mine["bytes_sent"])
         for key, load in manager._load_state_dict_fns.items():
             load(state["user"][key])
         manager.load_state_dict(state["torchft"])
@@ -316,7 +330,7 @@ class Replica:
         for r in recs:
             self.log.append(r)
         every = self.cfg.ckpt_every if self.dcfg.sync == "allreduce" else self.dcfg.inner_steps
-        if lead and (any(r["step"] % every == 0 for r in recs) or last == self.cfg.steps):
+        if any(r["step"] % every == 0 for r in recs) or last == self.cfg.steps:
             self.checkpoint(last, manager, model_params())
 
     # ------------------------------------------------------------ DiLoCo (torchft.local_sgd)
@@ -380,9 +394,15 @@ class Replica:
                 self.bytes_sent += (sum(p.numel() for p in frags[before % len(frags)].parameters()) * 4 if n > 1 else 0)
                 for r in pending:
                     r["participants"], r["bytes_sent"] = n, self.bytes_sent
-                self._after_commit(pending, manager, lambda: [p.detach() for p in shadow.ps])
+                self._after_commit(pending, manager, lambda: self._global(dl, frags))
                 pending = []
         manager.shutdown(wait=False)
+
+    @staticmethod
+    def _global(dl, frags) -> list[torch.Tensor]:
+        """θ_global: each fragment as of its last sync (DiLoCo's `original_parameters`), the run's model."""
+        return [dl._fragments[i].original_parameters[name] for i, f in enumerate(frags)
+                for name, _ in f.named_parameters()]
 
     def _pushed(self, dl, shadow) -> None:
         """After a sync DiLoCo has written θ_global (or the rollback) into the module: the runner takes it,
