@@ -15,6 +15,10 @@ their traffic is what N workers would send: one fp32 gradient per step.
                 all-reduce at 32 and 64 vs DiLoCo N = 2, 4 at H = 50
     scratch     600 steps from scratch at global batch 16: all-reduce vs DiLoCo N ∈ {2, 4} at H = 50
     stream      the warm N = 4, H = 50 run with 2 fragments (Streaming DiLoCo), and with bf16 / int8 outer gradients
+    outer       the warm N = 4 runs at H = 10 and 50 with other outer optimizers: plain averaging (lr 1, no
+                momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9
+
+`--groups outer --merge` adds groups to an existing results file instead of starting a new one.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from pathlib import Path
 from common import HERE, meta, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
-GROUPS = ("warm", "perworker", "scratch", "stream")
+GROUPS = ("warm", "perworker", "scratch", "stream", "outer")
 
 
 def plan(base: str) -> list[tuple[str, str, dict, dict]]:
@@ -49,6 +53,10 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
     runs.append(("stream", "diloco-4-h50-f2", dict(warm), dict(d4, fragments=2)))
     runs.append(("stream", "diloco-4-h50-bf16", dict(warm), dict(d4, outer_dtype="bf16")))
     runs.append(("stream", "diloco-4-h50-int8", dict(warm), dict(d4, outer_dtype="int8")))
+    for h in (10, 50):
+        for lr, mu in ((1.0, 0.0), (0.5, 0.5), (1.0, 0.9)):
+            runs.append(("outer", f"diloco-4-h{h}-lr{lr:g}-m{mu:g}", dict(warm),
+                         dict(workers=4, sync="diloco", inner_steps=h, outer_lr=lr, outer_momentum=mu)))
     return runs
 
 
@@ -60,6 +68,7 @@ def main():
     ap.add_argument("--keep", help="keep the run directories here")
     ap.add_argument("--preset", default="small")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every step count (0.05: a smoke run)")
+    ap.add_argument("--merge", action="store_true", help="add the runs to results/lm_diloco.json (its base is reused)")
     a = ap.parse_args()
 
     import matplotlib
@@ -104,7 +113,14 @@ def main():
                 "wall_s": round(time.perf_counter() - t0, 1),
                 "val_curve": [(x["step"], x["val_loss"]) for x in ms if "val_loss" in x]}
 
+    results = HERE / "results" / "lm_diloco.json"
+    if a.merge and results.is_file():
+        import json
+
+        out["runs"] = json.loads(results.read_text())["runs"]
     base = one("base", dict(steps=200), {})
+    if a.merge and "base" in out["runs"] and abs(out["runs"]["base"]["val_loss"] - base["val_loss"]) > 1e-6:
+        raise SystemExit("--merge: this machine's base run differs from the stored one; rerun every group instead")
     out["runs"]["base"] = {**base, "group": "base"}
     print(f"base: val {base['val_loss']:.4f}", flush=True)
     for group, name, over, dist in plan(str(root / "base")):
@@ -131,7 +147,9 @@ def _reference(runs: dict, key: str) -> str | None:
 def _compare(runs: dict) -> None:
     """Each DiLoCo run against the all-reduce run over the same tokens: the val-loss gap and the traffic saved."""
     for key, r in runs.items():
-        ref = _reference(runs, key) if "/" in key else None
+        ref = _reference(runs, key) if "/" in key and key.split("/")[0] != "outer" else None
+        if key.startswith("outer/"):
+            ref = "warm/allreduce"
         if ref and ref in runs:
             a = runs[ref]
             r["reference"] = ref

@@ -170,6 +170,7 @@ def test_sigstopped_worker_is_timed_out_and_rejoins(tmp_path):
     try:
         _wait(lambda: _last_step(run, 0) >= 10, "step 10", p)
         pid = json.loads((run / WORKERS_JSON).read_text())["workers"]["1"]
+        _assert_loopback_only(p.pid)
         os.kill(pid, signal.SIGSTOP)
         at = _last_step(run, 0)
         _wait(lambda: _last_step(run, 0) >= at + 8, "the survivors to step on", p, limit=120)
@@ -238,3 +239,18 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"
     except (FileNotFoundError, IndexError):
         return False
+
+
+def _assert_loopback_only(launcher: int) -> None:
+    """Every socket the launcher and its workers listen on (Lighthouse, stores, Manager servers, the checkpoint
+    transport, gloo) is bound to loopback."""
+    psutil = pytest.importorskip("psutil")
+    procs = [psutil.Process(launcher), *psutil.Process(launcher).children(recursive=True)]
+    listening = []
+    for pr in procs:
+        try:
+            listening += [c.laddr for c in pr.net_connections(kind="inet") if c.status == psutil.CONN_LISTEN]
+        except psutil.Error:
+            pass
+    assert listening, "no listening sockets found"
+    assert all(a.ip in ("127.0.0.1", "::1") for a in listening), listening

@@ -30,7 +30,7 @@ from ..fsio import write_json_atomic, write_lines_atomic
 from ..machine import machine
 from .core import MetricsLog
 from .distributed import DistConfig, check_resume_distributed
-from .ft_worker import ENV_JOIN, ENV_LIGHTHOUSE, ENV_READY, ENV_RESUME, FINISHED, HOST
+from .ft_worker import ENV_JOIN, ENV_LIGHTHOUSE, ENV_READY, ENV_RESUME, FINISHED, HOST, loopback_store
 from .loop import LMTrainConfig, corpus_and_model_config, initial_model, prepare_run, read_metrics
 from .select import open_step_runner
 
@@ -78,7 +78,6 @@ def _prepare(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool) -> N
 
 class Fleet:
     def __init__(self, run: Path, dcfg: DistConfig, resume: bool, on_event=None):
-        import torch
         from torchft.coordination import LighthouseServer
 
         self.run, self.dcfg, self.resume = run, dcfg, resume
@@ -87,7 +86,7 @@ class Fleet:
         # replacement never forms a quorum on its own; a dead or hung one stops heartbeating and is not waited for
         self.lighthouse = LighthouseServer(bind=f"{HOST}:0", min_replicas=1, join_timeout_ms=600_000,
                                            quorum_tick_ms=50, heartbeat_timeout_ms=HEARTBEAT_TIMEOUT_MS)
-        self.ready = torch.distributed.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)
+        self.ready, self._ready_sock = loopback_store()
         self.procs: dict[int, subprocess.Popen] = {}
         self.done: set[int] = set()
         self.replacements = 0

@@ -54,6 +54,19 @@ FINISHED = "finished.json"  # workers/finished.json: written by the first replic
 HOST = "127.0.0.1"
 
 
+def loopback_store():
+    """A TCPStore server listening on 127.0.0.1 only (torch binds its server to every interface unless handed a
+    listening socket): (store, socket), the socket kept alive as long as the store."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind((HOST, 0))
+    sock.listen(128)
+    store = torch.distributed.TCPStore(HOST, sock.getsockname()[1], is_master=True, wait_for_workers=False,
+                                       master_listen_fd=sock.fileno(), use_libuv=True)
+    return store, sock
+
+
 def _die_with_parent() -> None:
     """Linux: SIGTERM this worker when the launcher dies, whatever killed it (no orphaned fleet)."""
     try:
@@ -187,7 +200,7 @@ class Replica:
         # DiLoCo quorums come once per phase: a peer may be H steps away from its next sync
         quorum_timeout = datetime.timedelta(seconds=max(600.0, 20 * self.dcfg.ft_timeout))
         self.pg = pg = ProcessGroupGloo(timeout=timeout)
-        self._tcp = torch.distributed.TCPStore(HOST, 0, is_master=True, wait_for_workers=False)  # this group's own
+        self._tcp, self._tcp_sock = loopback_store()  # each replica group hosts its own store (torchft's Manager joins one)
         return Manager(pg=pg, load_state_dict=load_state_dict, state_dict=state_dict, min_replica_size=1,
                        use_async_quorum=False, timeout=timeout, quorum_timeout=quorum_timeout,
                        connect_timeout=timeout, rank=0, world_size=1, store_addr=HOST, store_port=self._tcp.port,
