@@ -16,7 +16,7 @@ their traffic is what N workers would send: one fp32 gradient per step.
     scratch     600 steps from scratch at global batch 16: all-reduce vs DiLoCo N ∈ {2, 4} at H = 50
     stream      the warm N = 4, H = 50 run with 2 fragments (Streaming DiLoCo), and with bf16 / int8 outer gradients
     outer       the warm N = 4 runs at H = 10 and 50 with other outer optimizers: plain averaging (lr 1, no
-                momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9
+                momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9; and the inner peak lr at 5e-4, 2e-3
 
 `--groups outer --merge` adds groups to an existing results file instead of starting a new one.
 """
@@ -57,6 +57,8 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
         for lr, mu in ((1.0, 0.0), (0.5, 0.5), (1.0, 0.9)):
             runs.append(("outer", f"diloco-4-h{h}-lr{lr:g}-m{mu:g}", dict(warm),
                          dict(workers=4, sync="diloco", inner_steps=h, outer_lr=lr, outer_momentum=mu)))
+    for lr in (5e-4, 2e-3):  # the inner AdamW's peak lr (all-reduce keeps 1e-3)
+        runs.append(("outer", f"diloco-4-h50-inner-lr{lr:g}", dict(warm, lr=lr), d4))
     return runs
 
 

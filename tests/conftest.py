@@ -31,7 +31,8 @@ PERSONA_TEXTS = [
 # Order only: a name missing here runs later, nothing is skipped. (Grouping tests by module fixture with xdist_group
 # marks would save the fixtures that both workers now build, but pytest 9 no longer reads the node id that
 # pytest-xdist 3.8 rewrites to attach a group, so the marks are ignored there: checked on a worker.)
-SLOW_FIRST = ("inductor", "test_ethosu", "iree", "test_detector_e2e", "test_check", "test_distributed", "test_classifiers",
+SLOW_FIRST = ("inductor", "test_ethosu", "test_cli_diloco_survives", "iree", "test_detector_e2e", "test_check", "test_ft",
+              "test_distributed", "test_classifiers",
               "test_int8", "test_qnn", "test_backends", "test_pretrained", "test_lm_train", "test_outputs")
 
 
