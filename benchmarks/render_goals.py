@@ -225,8 +225,8 @@ GOALS = [
          (Bar("<=", 0), Bar("<=", 60, "{:g} s".format)), _fleet_kill),
     Goal("DiLoCo N=4 H=50 warm-started ({name}): val loss {0} above all-reduce's at equal tokens, traffic {1} less",
          "lm_diloco", (Bar("<=", 0.02, pct), Bar(">=", 40, times)), _diloco_warm),
-    Goal("torchft: a worker SIGKILLed mid-run, 3-worker DiLoCo on the CLI: exit 0 with world_size dipping and "
-         "recovering {0} failures, val loss within {1} of the fault-free run", "lm_ft",
+    Goal("torchft, 3-worker DiLoCo on the CLI, a worker SIGKILLed mid-run: failures (exit ≠ 0, steps out of order, "
+         "world_size not dipping and recovering) {0}, val loss within {1} of the fault-free run", "lm_ft",
          (Bar("<=", 0), Bar("<=", 0.03, pct)), _ft_kill),
     Goal("LM control run, {name} vs eager: Pearson {0} and max abs Δloss {1}", "lm_control",
          (Bar(">=", 0.9999), Bar("<=", 1e-2, _sci)), _lm_control),
