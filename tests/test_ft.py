@@ -92,7 +92,12 @@ def test_worker_killed_inside_an_allreduce_does_not_stop_the_others(tmp_path):
     ms = check_no_repeats(tmp_path / "k")
     assert [x["step"] for x in ms] == list(range(1, 41))
     assert m["fault_tolerance"]["replacements"] == 1
-    assert ms[7]["world_size"] == 2 and 1 not in ms[7]["replicas"]  # step 8 ran again without the dead replica
+    # the survivors saw their all-reduce fail (torchft logs it and reports the error instead of asserting)
+    logs = "".join((tmp_path / "k" / "workers" / f"rank_{s}.log").read_text() for s in (0, 2))
+    assert "got exception" in logs, logs[-2000:]
+    # step 8 ran again: without the dead replica, or with its replacement if it healed in first (both are correct)
+    assert 1 not in ms[7]["replicas"] or ms[7]["world_size"] == 3
+    assert [r["step"] for r in MetricsLog(tmp_path / "k" / "workers" / "rank_1.jsonl").read()][:7] == list(range(1, 8))
     assert np.isfinite([x["loss"] for x in ms]).all()
 
 
@@ -140,7 +145,7 @@ def test_cli_diloco_survives_a_sigkilled_worker(tmp_path):
     run = tmp_path / "killed"
     p = subprocess.Popen(_cli(run, *SMALL), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        _wait(lambda: _last_step(run, 0) >= 40, "step 40", p)
+        _wait(lambda: _last_step(run, 0) >= 24, "step 24", p)
         pid = json.loads((run / WORKERS_JSON).read_text())["workers"]["1"]
         os.kill(pid, signal.SIGKILL)
         out, err = p.communicate(timeout=TIMEOUT)
@@ -152,7 +157,7 @@ def test_cli_diloco_survives_a_sigkilled_worker(tmp_path):
     assert [m["step"] for m in ms] == list(range(1, 241))
     sizes = [m["world_size"] for m in ms]
     dip = sizes.index(2)
-    assert 40 <= dip and 3 in sizes[dip:] and sizes[-1] == 3, sizes  # dips after the kill, recovers
+    assert 24 <= dip and 3 in sizes[dip:] and sizes[-1] == 3, sizes  # dips after the kill, recovers
     # the documented policy: the rows of the dead slot are skipped while it is away, never trained twice
     assert sum(3 - s for s in sizes) == sum(1 for m in ms if 1 not in m["replicas"])
     val, val_ref = (json.loads((d / "manifest.json").read_text())["val_loss"] for d in (run, tmp_path / "ref"))

@@ -98,7 +98,7 @@ class _Fault:
         kill:R:S            replica R SIGKILLs itself before step S
         stop:R:S            replica R SIGSTOPs itself before step S (a hang)
         allreduce-error:R:S replica R's all-reduce of step S fails (its process group aborted)
-        allreduce-kill:R:S  replica R SIGKILLs itself with its all-reduce of step S in flight"""
+        allreduce-kill:R:S  replica R SIGKILLs itself when step S's all-reduce is in flight on its peers"""
 
     def __init__(self, slot: int):
         spec = os.environ.get(FAULT_ENV, "") if os.environ.get(ENV_JOIN) != "1" else ""
@@ -121,7 +121,8 @@ class _Fault:
             self.at = -1
 
     def in_allreduce(self, step: int) -> None:
-        if step == self.at and self.kind == "allreduce-kill":  # the collective is in flight on the peers
+        # in this step's quorum, the peers already inside the all-reduce, this replica dies instead of joining it
+        if step == self.at and self.kind == "allreduce-kill":
             os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -324,9 +325,8 @@ class Replica:
             ts = time.perf_counter()
             loss, grads = runner.grad(x, y)
             buf = torch.cat([_flat(grads), torch.tensor([loss], dtype=torch.float32)])  # the loss rides along
-            work = manager.allreduce(buf)
             self.fault.in_allreduce(step)
-            work.wait()
+            manager.allreduce(buf).wait()
             if not manager.should_commit():
                 continue  # nobody applies this step; the next quorum runs it again
             self.bytes_sent += (buf.numel() - 1) * 4 if manager.num_participants() > 1 else 0
