@@ -14,6 +14,7 @@ their traffic is what N workers would send: one fp32 gradient per step.
     perworker   +400 steps from base with each worker keeping batch 16 (global 16·N), as the DiLoCo paper scales:
                 all-reduce at 32 and 64 vs DiLoCo N = 2, 4 at H = 50
     scratch     600 steps from scratch at global batch 16: all-reduce vs DiLoCo N ∈ {2, 4} at H = 50
+    scratch-h   the same from scratch at H ∈ {10, 100}
     stream      the warm N = 4, H = 50 run with 2 fragments (Streaming DiLoCo), and with bf16 / int8 outer gradients
     outer       the warm N = 4 runs at H = 10 and 50 with other outer optimizers: plain averaging (lr 1, no
                 momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9; and the inner peak lr at 5e-4, 2e-3
@@ -32,7 +33,7 @@ from pathlib import Path
 from common import HERE, meta, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
-GROUPS = ("warm", "perworker", "scratch", "stream", "outer")
+GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h")
 
 
 def plan(base: str) -> list[tuple[str, str, dict, dict]]:
@@ -49,6 +50,9 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
     runs.append(("scratch", "allreduce", dict(steps=600), {}))
     for n in (2, 4):
         runs.append(("scratch", f"diloco-{n}-h50", dict(steps=600), dict(workers=n, sync="diloco", inner_steps=50)))
+    for n in (2, 4):
+        for h in (10, 100):
+            runs.append(("scratch-h", f"diloco-{n}-h{h}", dict(steps=600), dict(workers=n, sync="diloco", inner_steps=h)))
     d4 = dict(workers=4, sync="diloco", inner_steps=50)
     runs.append(("stream", "diloco-4-h50-f2", dict(warm), dict(d4, fragments=2)))
     runs.append(("stream", "diloco-4-h50-bf16", dict(warm), dict(d4, outer_dtype="bf16")))
@@ -142,7 +146,7 @@ def _reference(runs: dict, key: str) -> str | None:
     group, name = key.split("/")
     if group == "perworker":
         return f"perworker/allreduce-b{name.rsplit('-b', 1)[1]}" if name.startswith("diloco") else None
-    ref = "scratch/allreduce" if group == "scratch" else "warm/allreduce"
+    ref = "scratch/allreduce" if group.startswith("scratch") else "warm/allreduce"
     return ref if name.startswith("diloco") and ref in runs else None
 
 

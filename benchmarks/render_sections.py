@@ -587,6 +587,11 @@ def _diloco_findings(runs: dict) -> list[str]:
     if sc is not None and wm is not None:
         out.append(f"- **Warm start.** N = 4, H = 50: {sc:+.1f} % from scratch (600 steps), {wm:+.1f} % warm-started "
                    "(200 all-reduce steps, then 400).")
+    sh = {(n, h): gap(f"scratch-h/diloco-{n}-h{h}") or gap(f"scratch/diloco-{n}-h{h}") for n in (2, 4) for h in (10, 50, 100)}
+    if None not in sh.values():
+        out.append("- **From scratch, H and N.** Gap at H = 10 / 50 / 100: N = 2 "
+                   + " / ".join(f"{sh[2, h]:+.1f} %" for h in (10, 50, 100)) + ", N = 4 "
+                   + " / ".join(f"{sh[4, h]:+.1f} %" for h in (10, 50, 100)) + ".")
     outer = {k.split("/", 1)[1]: v for k, v in runs.items() if k.startswith("outer/") and "val_gap_pct" in v}
     if outer:
         best = min(outer, key=lambda k: outer[k]["val_gap_pct"])
