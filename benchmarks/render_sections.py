@@ -594,10 +594,17 @@ def _diloco_findings(runs: dict) -> list[str]:
                    + " / ".join(f"{sh[4, h]:+.1f} %" for h in (10, 50, 100)) + ".")
     outer = {k.split("/", 1)[1]: v for k, v in runs.items() if k.startswith("outer/") and "val_gap_pct" in v}
     if outer:
-        best = min(outer, key=lambda k: outer[k]["val_gap_pct"])
-        out.append(f"- **Tuning.** Best of {len(outer)} outer-optimizer and inner-lr settings tried: {best} at "
-                   f"{outer[best]['val_gap_pct']:+.1f} % (Nesterov lr 0.7, momentum 0.9, the paper's, at H = 50: "
-                   f"{g16:+.1f} %)." if g16 is not None else "")
+        parts = []
+        for h in (10, 50):
+            tried = {k: v for k, v in outer.items() if f"-h{h}-" in k}
+            default = gap(f"warm/diloco-4-h{h}")
+            if tried and default is not None:
+                best = min(tried, key=lambda k: tried[k]["val_gap_pct"])
+                parts.append(f"at H = {h}, {best} {tried[best]['val_gap_pct']:+.1f} % against {default:+.1f} % with the "
+                             "paper's outer Nesterov (lr 0.7, momentum 0.9)")
+        if parts:
+            out.append(f"- **Tuning** (N = 4, warm; {len(outer)} outer-optimizer and inner-lr settings): best "
+                       + "; ".join(parts) + ".")
     base = runs.get("warm/diloco-4-h50", {})
     for key, what in (("stream/diloco-4-h50-f2", "2 fragments (Streaming DiLoCo)"),
                       ("stream/diloco-4-h50-bf16", "bf16 outer gradients"),
