@@ -487,6 +487,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def prepare_distributed_run(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool) -> dict:
+    """The run directory a local launcher hands its workers: new (refusing a non-empty one) or checked for a
+    resume (config, corpus, synchronisation, world size), with the distributed config in run.json."""
+    corpus, mcfg = corpus_and_model_config(cfg, run, resume)
+    info = prepare_run(run, cfg, resume, corpus, mcfg)
+    if resume:
+        check_resume_distributed(run, info, dcfg, dcfg.workers)
+    info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
+    write_json_atomic(run / "run.json", info)
+    return info
+
+
 def launch(cfg: LMTrainConfig, dcfg: DistConfig, run: str | Path, *, resume: bool = False) -> dict:
     """Start `dcfg.workers` local ranks under torch's elastic agent; returns rank 0's manifest."""
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
@@ -494,12 +506,7 @@ def launch(cfg: LMTrainConfig, dcfg: DistConfig, run: str | Path, *, resume: boo
     run = Path(run)
     if cfg.batch % dcfg.workers:
         raise ConfigError(f"--batch {cfg.batch} must be divisible by --workers {dcfg.workers}")
-    corpus, mcfg = corpus_and_model_config(cfg, run, resume)
-    info = prepare_run(run, cfg, resume, corpus, mcfg)
-    if resume:
-        check_resume_distributed(run, info, dcfg, dcfg.workers)
-    info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
-    write_json_atomic(run / "run.json", info)
+    prepare_distributed_run(cfg, dcfg, run, resume)
     lc = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=dcfg.workers, run_id=f"npuport-{os.getpid()}",
                       rdzv_backend="c10d", rdzv_endpoint=f"127.0.0.1:{_free_port()}", max_restarts=dcfg.max_restarts,
                       monitor_interval=0.2, start_method="spawn")

@@ -28,10 +28,11 @@ from pathlib import Path
 from ..errors import ConfigError, NpuportError
 from ..fsio import write_json_atomic, write_lines_atomic
 from ..machine import machine
+from ..models.lm import LMConfig
 from .core import MetricsLog
-from .distributed import DistConfig, check_resume_distributed
+from .distributed import DistConfig, prepare_distributed_run
 from .ft_worker import ENV_JOIN, ENV_LIGHTHOUSE, ENV_READY, ENV_RESUME, FINISHED, HOST, loopback_store
-from .loop import LMTrainConfig, corpus_and_model_config, initial_model, prepare_run, read_metrics
+from .loop import LMTrainConfig, initial_model, read_metrics
 from .select import open_step_runner
 
 WORKERS_JSON = "workers.json"
@@ -59,12 +60,8 @@ def _check(cfg: LMTrainConfig, dcfg: DistConfig) -> None:
 
 
 def _prepare(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool) -> None:
-    corpus, mcfg = corpus_and_model_config(cfg, run, resume)
-    info = prepare_run(run, cfg, resume, corpus, mcfg)
-    if resume:
-        check_resume_distributed(run, info, dcfg, dcfg.workers)
-    info["distributed"] = {**dcfg.to_json(), "world_size": dcfg.workers}
-    write_json_atomic(run / "run.json", info)
+    info = prepare_distributed_run(cfg, dcfg, run, resume)
+    mcfg = LMConfig.from_json(info["model"])
     (run / "workers").mkdir(exist_ok=True)
     (run / "workers" / FINISHED).unlink(missing_ok=True)
     # export the step graph once, here: the replicas then load that file instead of racing to write it
