@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from . import __version__, porting
+from . import porting
+from ._version import __version__
 from .artifact import check_files, find_artifacts, load_session, read_manifest
 from .config import DEFAULT_PORT_RUNTIMES, BenchConfig, ModelSource, PortConfig, VerifyConfig  # noqa: F401 - the API
 from .errors import BackendUnavailable, ConfigError
@@ -20,9 +21,10 @@ from .models.detector import load_tokenizer, state_fingerprint
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
 from .router import BucketRouter
 from .runtimes import REFERENCE, get_runtime, runtime_names
+from .spec import ShapeSpec
 from .ui import ProgressFn as Progress
 from .ui import silent
-from .verify import data_parity, eager_logits, judge_by, probe_parity
+from .verifying import data_parity, eager_logits, judge_by, probe_parity
 
 # -- doctor ----------------------------------------------------------------------------------------------------
 
@@ -54,6 +56,7 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
     """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report."""
     t_start = time.perf_counter()
     inputs = porting.load_inputs(cfg, progress)
+    cfg = inputs.cfg  # --buckets auto: the planned shapes from here on
     # Every input is valid: only now is the output touched, and only through a staging sibling that replaces it
     # at the end (an error or Ctrl-C leaves -o as it was and removes the half-built staging directory).
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="port") as stage:
@@ -63,6 +66,8 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
                   "head": inputs.model.spec.to_json(), "shapes": cfg.shapes.to_json(),
                   "precision": cfg.precision or "each runtime's default", "capture": proof, "backends": {},
                   "machine": machine()}
+        if inputs.bucket_plan:
+            report["bucket_plan"] = inputs.bucket_plan
         for name in cfg.runtimes:
             report["backends"][name] = porting.port_one(name, captured, inputs, proof, ref, stage, cfg, progress)
         captured.release()
@@ -99,7 +104,7 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
         if cfg.eval_data:
             key = manifest.source["sha256"]
             if key not in reference_cache:
-                reference_cache[key] = _data_reference(manifest, art, cfg.eval_data, progress)
+                reference_cache[key] = _data_reference(manifest, art, cfg.eval_data, progress, cfg.module)
             rows, ref = reference_cache[key]
             router = BucketRouter(session.shapes, manifest.pad_token_id)
             figs["data"] = judge_by(data_parity(session, router, rows, ref, task), name, precision, bar)
@@ -109,7 +114,7 @@ def verify(cfg: VerifyConfig, progress: Progress = silent) -> dict:
     return {"artifacts": results, "pass": all(r["pass"] for r in results.values())}
 
 
-def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Progress):
+def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Progress, module=None):
     """Token rows of --eval-data (persona rows for a detector, text rows for a classifier) and eager logits."""
     from .artifact import check_source
     from .detector import data
@@ -121,6 +126,20 @@ def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Pro
     if tokenizer is None:
         raise ConfigError(f"--eval-data needs a tokenizer, and {art} has none (it was ported from a model without one)")
     progress("loading the source model for the eager reference")
+    if manifest.source.get("kind") == "module" and module is not None:  # npuport.verify(out, model=your_module)
+        from .models.custom import UserModel
+
+        task = manifest.task
+        model = UserModel(module, labels=task.labels, problem_type=task.problem_type, threshold=task.threshold)
+        was = module.training
+        module.eval()
+        try:
+            check_source(manifest, state_fingerprint(model))
+            limit = manifest.shape_spec.buckets[-1]
+            rows = data.encode(tokenizer, examples, limit) if detector else data.encode_texts(tokenizer, examples, limit)
+            return rows, eager_logits(model, rows)
+        finally:
+            module.train(was)
     source = ModelSource.from_manifest(manifest.source)
     model = source.load()
     check_source(manifest, state_fingerprint(model))
@@ -130,7 +149,7 @@ def _data_reference(manifest: Manifest, art: Path, eval_data: str, progress: Pro
 
 
 __all__ = ["DEFAULT_PORT_RUNTIMES", "BenchConfig", "ModelSource", "PortConfig", "VerifyConfig", "BackendUnavailable", "bench",
-           "doctor", "port", "read_manifest", "verify"]
+           "doctor", "load", "plan_buckets_for", "port", "port_model", "read_manifest", "verify", "verify_path"]
 
 
 # -- bench -----------------------------------------------------------------------------------------------------
@@ -279,3 +298,91 @@ def lm_sample(run: str | Path, prompt: str, **kw) -> str:
     from .train.compare import sample
 
     return sample(run, prompt, **kw)
+
+
+# -- the Python surface (npuport.port / verify / load / plan_buckets) -----------------------------------------
+
+
+def plan_buckets_for(data: str, model_dir: str, *, max_buckets: int = 4, runtimes=(), align: int = 8) -> dict:
+    """`npuport plan-buckets`: the buckets (at most max_buckets, and every named runtime's budget) that minimise padded
+    tokens on DATA's token lengths under MODEL_DIR's tokenizer; persona rows for a detector directory, text rows
+    otherwise (as `port --eval-data` reads them)."""
+    import json
+
+    from .buckets import plan_buckets
+    from .detector import data as rows_io
+    from .models.base import max_positions_of
+    from .models.detector import CONFIG_NAME, DETECTOR_KEY, _parse_config, _read_config
+
+    d = Path(model_dir)
+    raw = _read_config(d)  # validates the directory and its model type
+    detector = DETECTOR_KEY in raw
+    config, _ = _parse_config({k: v for k, v in raw.items() if k != DETECTOR_KEY}, None, d)
+    tokenizer = load_tokenizer(d)
+    if tokenizer is None:
+        raise ConfigError(f"{d} has no tokenizer files (tokenizer.json, vocab.txt, ...): token lengths need the "
+                          f"model's own tokenizer ({d / CONFIG_NAME} alone is not enough)")
+    limit = max_positions_of(config)
+    if detector:
+        encoded = rows_io.encode(tokenizer, rows_io.load_examples(data), limit)
+    else:
+        encoded = rows_io.encode_texts(tokenizer, rows_io.load_texts(data), limit)
+    budget = min([get_runtime(n).max_buckets for n in runtimes] or [max_buckets])
+    plan = plan_buckets([len(r) for r in encoded], min(max_buckets, budget), limit=limit, align=align,
+                        source=Path(data).name)
+    out = plan.to_json()
+    out.update(asked=max_buckets, runtime_budget=budget, model_positions=limit)
+    json.dumps(out)  # plain JSON all the way down
+    return out
+
+
+def port_model(model, tokenizer=None, out: str | Path | None = None, *, runtimes=None, buckets=(128,),
+               batch_sizes=(1,), eval_data: str | None = None, precision: str | None = None,
+               calibration_data: str | None = None, labels=None, problem_type: str = "single_label_classification",
+               threshold: float = 0.5, max_buckets: int = 4, overwrite: bool = False,
+               capture_methods=("trace", "export", "onnx"), progress: Progress = silent) -> dict:
+    """npuport.port: a model directory, or your own torch.nn.Module whose forward(input_ids, attention_mask) returns
+    logits (B, C) around a supported Hugging Face backbone, ported as it is; the report dict, and the same artifacts
+    as `npuport port` under `out`. buckets="auto" plans them from eval_data's token lengths. runtimes: default, the
+    CLI's default set (a module: those of them that compile a graph; eager saves a model directory a module lacks)."""
+    from .models.custom import UserModel
+
+    module = not isinstance(model, (str, Path))
+    if runtimes is None:
+        runtimes = [n for n in DEFAULT_PORT_RUNTIMES if not (module and get_runtime(n).saves_source)]
+    if out is None:
+        raise ConfigError("npuport.port needs out=DIR: the directory the artifacts and report are written to")
+    if isinstance(runtimes, str):
+        runtimes = (runtimes,)
+    auto = isinstance(buckets, str) and buckets == "auto"
+    if isinstance(buckets, str) and not auto:
+        raise ConfigError(f"buckets={buckets!r}: give lengths such as (64, 128) or 'auto'")
+    shapes = ShapeSpec(batch_sizes=tuple(batch_sizes), buckets=(512,) if auto else tuple(buckets))
+    common = dict(out=str(out), runtimes=tuple(runtimes), shapes=shapes, precision=precision, eval_data=eval_data,
+                  calibration_data=calibration_data, overwrite=overwrite, capture_methods=tuple(capture_methods),
+                  auto_buckets=max_buckets if auto else None)
+    if not module:
+        if tokenizer is not None:
+            raise ConfigError("a model directory brings its own tokenizer files: pass tokenizer=None")
+        return port(PortConfig(source=ModelSource(model_dir=str(model)), **common), progress)
+    wrapped = UserModel(model, labels=labels, problem_type=problem_type, threshold=threshold)
+    was = model.training
+    model.eval()  # the reference is the module in eval mode (no dropout); its own mode comes back afterwards
+    try:
+        return port(PortConfig(source=ModelSource(module=wrapped, tokenizer=tokenizer), **common), progress)
+    finally:
+        model.train(was)
+
+
+def verify_path(out: str | Path, *, eval_data: str | None = None, model=None, public_key: str | None = None,
+                progress: Progress = silent) -> dict:
+    """npuport.verify: re-check every artifact under `out` (hashes, parity on its probes, and on eval_data). An artifact
+    ported from a module object needs that module again (model=) for parity on data."""
+    return verify(VerifyConfig(path=str(out), eval_data=eval_data, public_key=public_key, module=model), progress)
+
+
+def load(out: str | Path, *, runtime: str | None = None, threads: int | None = None):
+    """npuport.load: a hash-checked, parity-checked artifact as a callable (texts or token batches -> logits)."""
+    from .loaded import Loaded
+
+    return Loaded(str(out), runtime=runtime, threads=threads)

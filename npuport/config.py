@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from .errors import ConfigError
 from .latency import COMPARISONS
-from .models.detector import PRESETS, Detector, build_preset, load_detector
+from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer
 from .proof import CAPTURE_METHODS
 from .runtimes import REFERENCE, runtime_names
 from .spec import QuantOptions, ShapeSpec
@@ -17,6 +17,7 @@ from .static.banded import ATTENTION_FORMS
 
 if TYPE_CHECKING:
     from .models.classifier import HFClassifier
+    from .models.custom import UserModel
 
 DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # from the registry's flags, not a second list
 
@@ -28,10 +29,15 @@ class ModelSource:
     random_init: bool = False
     seed: int = 0
     new_head: bool = False  # a plain backbone directory: start a random detector head (never silently)
+    # npuport.port(module, tokenizer, ...): a user's own nn.Module wrapped as models.custom.UserModel, its tokenizer
+    module: UserModel | None = None
+    tokenizer: object | None = None
 
     def __post_init__(self):
-        if (self.model_dir is None) == (self.preset is None):
-            raise ConfigError("give exactly one of MODEL_DIR or --preset NAME")
+        given = [x for x in (self.model_dir, self.preset, self.module) if x is not None]
+        if len(given) != 1:
+            raise ConfigError("give exactly one of MODEL_DIR or --preset NAME" if self.module is None else
+                              "a module source takes no model directory or preset")
         if self.preset is not None:
             PRESETS.get(self.preset)  # raises, listing the known presets
             if not self.random_init:
@@ -42,13 +48,24 @@ class ModelSource:
 
     def load(self) -> Detector | HFClassifier:
         """A detector, or a stock Hugging Face *ForSequenceClassification kept as it is."""
+        if self.module is not None:
+            return self.module
         if self.preset is not None:
             return build_preset(self.preset, seed=self.seed)
         return load_detector(self.model_dir, new_head=self.new_head)
 
+    def load_tokenizer(self):
+        """The tokenizer to save beside the artifact and to encode --eval-data with, or None."""
+        if self.module is not None:
+            return self.tokenizer
+        return load_tokenizer(self.model_dir) if self.model_dir else None
+
     def describe(self, model: Detector, fingerprint: str) -> dict:
         base = {"model_type": model.model_type, "sha256": fingerprint,
                 "parameters": sum(p.numel() for p in model.parameters())}
+        if self.module is not None:
+            return {"kind": "module", "class": self.module.spec.head.removeprefix("module:"),
+                    "backbone": self.module.backbone_path, **base}
         if self.preset is not None:
             return {"kind": "preset", "preset": self.preset, "random_init": True, "seed": self.seed, **base}
         head = {"new_head": True} if self.new_head else {}
@@ -56,6 +73,10 @@ class ModelSource:
 
     @classmethod
     def from_manifest(cls, source: dict) -> "ModelSource":
+        if source.get("kind") == "module":
+            raise ConfigError(f"this artifact was ported from a Python module object ({source.get('class')}), which "
+                              "npuport cannot load again by itself; in Python: npuport.verify(OUT, eval_data=FILE, "
+                              "model=your_module)")
         if source.get("kind") == "preset":
             return cls(preset=source["preset"], random_init=True, seed=source.get("seed", 0))
         return cls(model_dir=source["path"], new_head=bool(source.get("new_head")))
@@ -67,6 +88,7 @@ class PortConfig:
     out: str
     runtimes: tuple[str, ...] = DEFAULT_PORT_RUNTIMES
     shapes: ShapeSpec = field(default_factory=ShapeSpec)
+    auto_buckets: int | None = None  # --buckets auto: plan at most this many buckets from the data's token lengths
     precision: str | None = None  # None: each runtime's default (fp32 where it has it; qnn: fp16)
     device: str | None = None  # None: each runtime's default (cpu where it has it; qnn: htp)
     eval_data: str | None = None
@@ -90,6 +112,12 @@ class PortConfig:
             CAPTURE_METHODS.get(m)
         if self.bench_runs < 1:
             raise ConfigError(f"bench runs {self.bench_runs} must be >= 1")
+        if self.auto_buckets is not None:
+            if self.auto_buckets < 1:
+                raise ConfigError(f"--max-buckets {self.auto_buckets} must be >= 1")
+            if not (self.eval_data or self.calibration_data):
+                raise ConfigError("--buckets auto plans the buckets from your rows' token lengths: pass --eval-data FILE "
+                                  "(or --calibration-data FILE)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,6 +125,7 @@ class VerifyConfig:
     path: str
     eval_data: str | None = None
     public_key: str | None = None  # also require a valid signature (npuport sign) under this key
+    module: object | None = None  # an artifact ported from a module object: that module, for parity on data
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,7 @@ import json
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
-from . import __version__
+from ._version import __version__
 from .errors import ArtifactError
 from .fsio import write_json_atomic
 from .spec import ShapeSpec
@@ -50,6 +50,7 @@ class Manifest:
     compile_seconds: float = 0.0
     parity: dict = field(default_factory=dict)
     latency: dict = field(default_factory=dict)
+    bucket_plan: dict = field(default_factory=dict)  # --buckets auto: the plan and its padding figures (buckets.py)
     files: dict = field(default_factory=dict)
     format: str = FORMAT
     schema: int = SCHEMA

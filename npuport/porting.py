@@ -24,7 +24,7 @@ from .errors import ConfigError
 from .fsio import atomic_write, write_json_atomic
 from .machine import peak_rss_mb
 from .manifest import Manifest, RuntimeInfo
-from .models.detector import Detector, load_tokenizer, max_positions, state_fingerprint
+from .models.detector import Detector, max_positions, state_fingerprint
 from .proof import prove, reference_logits
 from .router import BucketRouter
 from .runtimes import feeds_of, get_runtime, runtime_names
@@ -33,7 +33,7 @@ from .static.adapters import check_attention
 from .static.capture import capture, make_probes
 from .task import Task
 from .ui import ProgressFn as Progress
-from .verify import data_parity, eager_logits, judge_by, probe_parity
+from .verifying import data_parity, eager_logits, judge_by, probe_parity
 
 PROOF_FILE = "proof_inputs.safetensors"
 
@@ -92,6 +92,8 @@ class _Inputs:
     tokenizer: object | None
     eval_rows: list | None
     source: dict
+    cfg: PortConfig  # as given, or with the shapes --buckets auto planned
+    bucket_plan: dict | None = None
 
 
 @dataclass
@@ -175,6 +177,12 @@ def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str |
 def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
     specs = compile_specs(cfg.runtimes, cfg.shapes, cfg.precision, cfg.device)
+    if cfg.source.module is not None:  # a module object has no directory form: runtimes that run the source refuse
+        eager = [n for n in specs if get_runtime(n).saves_source]
+        if eager:
+            able = runtime_names(ports=True, saves_source=False)
+            raise ConfigError(f"{', '.join(eager)} saves and runs the source model itself, and a module object has no "
+                              f"saved form; port it to graph runtimes: {', '.join(able)}")
     # Asked for by name, an integer precision must show on data that it keeps decisions. A runtime whose own default
     # is integer (ethos-u) still ports without data; its report says the decisions were not checked.
     if cfg.precision in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 and not cfg.eval_data:
@@ -201,9 +209,13 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
              else s for n, s in specs.items()}
     progress("loading model")
     model = cfg.source.load()
+    tokenizer = cfg.source.load_tokenizer()
+    plan = None
+    if cfg.auto_buckets:  # the shapes come from the rows: plan them first, then everything below uses them
+        cfg, plan = _plan(cfg, model, tokenizer, progress)
+        specs = {n: dataclasses.replace(s, shapes=cfg.shapes) for n, s in specs.items()}
     check_lengths(model, cfg.shapes)
     check_attention(model, cfg.attention, cfg.shapes.buckets)
-    tokenizer = load_tokenizer(cfg.source.model_dir) if cfg.source.model_dir else None
     eval_rows = _eval_rows(cfg, model, tokenizer, cfg.eval_data) if cfg.eval_data else None
     calib_file = cfg.calibration_data or cfg.eval_data
     if calib_file:  # static quantisation calibrates on these rows (validated here, before anything is written)
@@ -212,7 +224,27 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         specs = {n: dataclasses.replace(s, calibration=tuple(rows), calibration_source=f"{what} {Path(calib_file).name}"
                                         f" ({len(rows)} rows)") for n, s in specs.items()}
     source = cfg.source.describe(model, state_fingerprint(model))
-    return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source)
+    return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source, cfg=cfg,
+                   bucket_plan=plan)
+
+
+def _plan(cfg: PortConfig, model, tokenizer, progress: Progress) -> tuple[PortConfig, dict]:
+    """--buckets auto: at most K buckets (K: --max-buckets and every runtime's max_buckets) that minimise padded
+    tokens on the token lengths of --eval-data (else --calibration-data)."""
+    from .buckets import plan_buckets
+
+    path = cfg.eval_data or cfg.calibration_data
+    limit = max_positions(model)
+    whole = dataclasses.replace(cfg, shapes=ShapeSpec(batch_sizes=cfg.shapes.batch_sizes, buckets=(limit,)))
+    lengths = [len(r) for r in _eval_rows(whole, model, tokenizer, path)]
+    budget = min(get_runtime(n).max_buckets for n in cfg.runtimes)
+    plan = plan_buckets(lengths, min(cfg.auto_buckets, budget), limit=limit,
+                        source=f"{'--eval-data' if cfg.eval_data else '--calibration-data'} {Path(path).name}")
+    progress(f"--buckets auto: {plan.summary()}")
+    out = plan.to_json()
+    out.update(asked=cfg.auto_buckets, runtime_budget=budget)
+    shapes = ShapeSpec(batch_sizes=cfg.shapes.batch_sizes, buckets=plan.buckets)
+    return dataclasses.replace(cfg, shapes=shapes, auto_buckets=None), out
 
 
 def _eval_rows(cfg: PortConfig, model, tokenizer, path: str) -> list[np.ndarray]:
@@ -263,7 +295,7 @@ def _compile_one(name: str, spec: CompileSpec, captured, inputs: _Inputs, proof:
         device=spec.device, precision=spec.precision, shape_spec=spec.shapes,
         outputs=[{"name": "logits", "dtype": "float32", "labels": list(model.spec.labels)}],
         capture={"method": runtime.capture_method, "proof": proof}, adapter=captured.adapter.__dict__,
-        compile_seconds=round(compile_s, 1),
+        compile_seconds=round(compile_s, 1), bucket_plan=inputs.bucket_plan or {},
     )
     return manifest, compile_s
 

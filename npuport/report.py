@@ -21,9 +21,17 @@ def _head_line(h: dict | None, src: dict) -> list[str]:
             f"labels {', '.join(h.get('labels', []))}"]
 
 
+def _plan_line(plan: dict | None) -> list[str]:
+    if not plan:
+        return []
+    return [f"- buckets planned from data (`--buckets auto`, at most {plan['max_buckets']}; {plan['source']}, "
+            f"{plan['rows']} rows): {plan['padded_tokens']:,} padded tokens vs {plan['pad_to_max_tokens']:,} padded to "
+            f"{plan['buckets'][-1]} ({plan['saving_vs_pad_to_max']:.1%} fewer); rows per bucket {plan['rows_per_bucket']}"]
+
+
 def port_markdown(r: dict) -> str:
     src = r["source"]
-    name = src.get("preset") or src.get("path")
+    name = src.get("preset") or src.get("path") or src.get("class")
     lines = [
         f"# npuport port report — {name}",
         "",
@@ -32,6 +40,7 @@ def port_markdown(r: dict) -> str:
         f"- source sha256: `{src['sha256']}`",
         *_head_line(r.get("head"), src),
         f"- shapes (batch × seq): {r['shapes']['batch_sizes']} × {r['shapes']['buckets']}; precision {r['precision']}",
+        *_plan_line(r.get("bucket_plan")),
         f"- wall time {r['wall_seconds']} s, peak RSS {r['peak_rss_mb']:.0f} MB, disk {r['disk_mb']:.0f} MB",
         f"- machine: {r['machine']['processor']}, {r['machine']['cpu_count']} CPUs; npuport {r['npuport_version']}",
         f"- overall: **{'PASS' if r['pass'] else 'FAIL'}**",

@@ -12,7 +12,7 @@ from npuport.router import BucketRouter
 from npuport.runtimes import ShapeSpec, feeds_of
 from npuport.runtimes import get_runtime as get_backend
 from npuport.runtimes import runtime_names as backend_names
-from npuport.verify import eager_logits
+from npuport.verifying import eager_logits
 
 # Every registered runtime that builds artifacts must appear in one of these two; test_every_backend_has_a_parity_test
 # enforces it. A runtime that cannot be installed here is listed with the reason, never counted as covered.
@@ -117,7 +117,7 @@ def test_shared_weights_one_file(ported):
 def test_an_integer_artifact_gated_on_data_is_judged_by_its_decision_bar_not_a_logit_tolerance():
     """int8 on a trained detector: confident logits move by more than the table's int8 logit tolerance while the
     decisions hold. Ported with --eval-data and --min-agreement, the bar is the decisions (NaN still fails)."""
-    from npuport.verify import judge, judge_decisions, tolerance
+    from npuport.verifying import judge, judge_decisions, tolerance
 
     fig = {"max_abs_logit_diff": tolerance("onnxruntime", "int8").logit * 4, "max_abs_prob_diff": 0.5,
            "decision_agreement": 0.996, "n": 500, "nan": False}
@@ -134,7 +134,7 @@ def test_an_integer_artifact_gated_on_data_is_judged_by_its_decision_bar_not_a_l
 def test_probes_of_a_lossy_precision_keep_the_logit_gate_when_data_judges_scores():
     """Random-token probes of an int8 artifact: probabilities and decisions are reported, judged on the data; a
     logit drift past the tolerance or a NaN still fails them, and without data everything is gated."""
-    from npuport.verify import judge, tolerance
+    from npuport.verifying import judge, tolerance
 
     tol = tolerance("onnxruntime", "int8")
     fig = {"max_abs_logit_diff": tol.logit / 2, "max_abs_prob_diff": tol.prob * 2, "decision_agreement": 0.5,

@@ -23,7 +23,7 @@ def register(sub) -> None:
     p.add_argument("-o", "--out", required=True, help="output directory (one artifact per runtime inside)")
     add_runtime_flag(p, default=DEFAULT_PORT_RUNTIMES,
                      help=f"comma-separated, from: {', '.join(runtime_names(ports=True))} (default {default})")
-    _add_shapes(p)
+    _add_shapes(p, auto=True)
     p.add_argument("--precision", choices=PRECISIONS,
                    help="default: fp32, or a runtime's own where it has no fp32 (qnn: fp16); see doctor")
     p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
@@ -37,6 +37,19 @@ def register(sub) -> None:
     p.add_argument("--bench-runs", type=positive_int, default=5, help="timed runs for the p50 in the report")
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)
+
+    pb = sub.add_parser("plan-buckets", help="choose sequence buckets from your rows' token lengths (padding saved)",
+                        description="Read DATA's token lengths with MODEL_DIR's tokenizer and choose at most --max "
+                        "buckets that minimise padded tokens (what `port --buckets auto` does); prints the saving "
+                        "against padding every row to the largest bucket.", epilog=EPILOG)
+    pb.add_argument("data", metavar="DATA", help="JSONL/CSV rows: persona rows {persona, reply} or text rows {text}")
+    pb.add_argument("--model", required=True, metavar="MODEL_DIR", help="model directory whose tokenizer and positions "
+                    "to plan for")
+    pb.add_argument("--max", type=positive_int, default=4, metavar="K", help="at most K buckets (default 4)")
+    add_runtime_flag(pb, help="also hold to these runtimes' bucket budgets (comma-separated)")
+    pb.add_argument("--align", type=positive_int, default=8, help="bucket lengths are multiples of this (default 8)")
+    pb.add_argument("--json", metavar="PATH", help="also write the plan to this JSON file")
+    pb.set_defaults(func=run_plan_buckets)
 
     v = sub.add_parser("verify", help="re-check artifact hashes and parity; non-zero exit on failure")
     v.add_argument("path", help="an artifact directory or a `port` output directory")
@@ -104,10 +117,20 @@ def _quant(args):
                         sensitivity=args.sensitivity, min_agreement=args.min_agreement)
 
 
-def _add_shapes(p) -> None:
+def _buckets(text: str):
+    return "auto" if text.strip().lower() == "auto" else csv_list("buckets", int)(text)
+
+
+def _add_shapes(p, auto: bool = False) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--seq-len", type=positive_int, help="one fixed sequence length (default 512)")
-    g.add_argument("--buckets", type=csv_list("buckets", int), help="sequence-length buckets, e.g. 64,128,256,512")
+    g.add_argument("--buckets", type=_buckets if auto else csv_list("buckets", int),
+                   help="sequence-length buckets, e.g. 64,128,256,512" + (
+                       "; auto: plan them from the token lengths of --eval-data (or --calibration-data) to minimise "
+                       "padded tokens (at most --max-buckets, and what each runtime can compile)" if auto else ""))
+    if auto:
+        p.add_argument("--max-buckets", type=positive_int, default=4, metavar="K",
+                       help="--buckets auto: plan at most K buckets (default 4)")
     p.add_argument("--batch-sizes", type=csv_list("batch sizes", int), default=(1,),
                    help="compiled batch size(s), e.g. 1 or 1,4,8 (default 1)")
 
@@ -115,7 +138,7 @@ def _add_shapes(p) -> None:
 def _shapes(args):
     from ..spec import ShapeSpec
 
-    buckets = args.buckets or ((args.seq_len,) if args.seq_len else (512,))
+    buckets = args.buckets if args.buckets and args.buckets != "auto" else ((args.seq_len,) if args.seq_len else (512,))
     return ShapeSpec(batch_sizes=args.batch_sizes, buckets=buckets)
 
 
@@ -126,6 +149,7 @@ def run_port(args) -> int:
         source=ModelSource(model_dir=args.model_dir, preset=args.preset, random_init=args.random_init, seed=args.seed,
                            new_head=args.new_head),
         out=args.out, runtimes=args.runtime, shapes=_shapes(args), precision=args.precision, device=args.device,
+        auto_buckets=args.max_buckets if args.buckets == "auto" else None,
         eval_data=args.eval_data, calibration_data=args.calibration_data, bench_runs=args.bench_runs,
         overwrite=args.overwrite, attention=args.attention,
         quant=_quant(args),
@@ -167,6 +191,25 @@ def _print_port(report: dict, out: str) -> None:
         c.print(line)
     c.print(f"wall {report['wall_seconds']} s · peak RSS {report['peak_rss_mb']:.0f} MB · disk {report['disk_mb']:.0f} MB")
     c.print(f"report: {os.path.join(out, 'report.md')}")
+
+
+def run_plan_buckets(args) -> int:
+    from ..api import plan_buckets_for
+    from ..fsio import write_json_atomic
+
+    plan = plan_buckets_for(args.data, args.model, max_buckets=args.max, runtimes=args.runtime or (), align=args.align)
+    if args.json:
+        write_json_atomic(Path(args.json), plan)
+    print(f"buckets: {','.join(map(str, plan['buckets']))}")
+    print(f"{plan['rows']} rows, {plan['real_tokens']:,} real tokens; planned buckets compute {plan['padded_tokens']:,} "
+          f"padded tokens, padding every row to {plan['buckets'][-1]} computes {plan['pad_to_max_tokens']:,} "
+          f"({plan['saving_vs_pad_to_max']:.1%} saved)")
+    for b, n in plan["rows_per_bucket"].items():
+        print(f"  {b:>6}: {n} rows")
+    if plan["truncated_rows"]:
+        print(f"{plan['truncated_rows']} rows are longer than the model's {plan['buckets'][-1]} positions (truncated)")
+    print(f"use: npuport port {args.model} -o OUT --buckets {','.join(map(str, plan['buckets']))}")
+    return 0
 
 
 def run_verify(args) -> int:

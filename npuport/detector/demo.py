@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..fsio import atomic_write, cache_dir, check_output, staged_output, write_json_atomic
 from ..machine import machine
 from ..ui import ProgressFn as Progress

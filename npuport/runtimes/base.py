@@ -159,6 +159,10 @@ class Runtime:
     ports: ClassVar[bool] = True  # builds encoder artifacts (`npuport port`)
     default_port: ClassVar[bool] = False  # in the set `npuport port` compiles when no --runtime is given
     runs_graphs: ClassVar[bool] = True  # open_graph: runs standard-ONNX graphs (sampling, capture proof)
+    saves_source: ClassVar[bool] = False  # its artifact is the source model directory (a module object has none)
+    # The most sequence buckets `--buckets auto` plans for it: one graph with pinned dims costs little per bucket;
+    # a runtime that compiles each shape on its own (a context binary, a Vela command stream) states fewer.
+    max_buckets: ClassVar[int] = 8
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
     # `lm train --precision`, the first is the default: fp32; bf16 = mixed precision (bf16 gradient graph, fp32 master
     # weights and AdamW); fp16 = the same with loss scaling (qnn's HTP)
@@ -222,7 +226,7 @@ class Runtime:
 
     def capabilities(self) -> dict:
         return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,
-                "runs_graphs": self.runs_graphs, "trains": self.trains,
+                "runs_graphs": self.runs_graphs, "trains": self.trains, "max_buckets": self.max_buckets,
                 "train_precisions": list(self.train_precisions) if self.trains else []}
 
     def check(self, spec: CompileSpec) -> None:

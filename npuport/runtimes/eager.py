@@ -33,6 +33,7 @@ class EagerRuntime(Runtime):
     description = "PyTorch eager (reference)"
     compiles_from = ("torch",)
     runs_graphs = False  # it runs the module itself, not a captured graph
+    saves_source = True
     reference = True
     # bf16: torch.autocast around forward and backward, fp32 master weights and AdamW (PyTorch's mixed precision)
     train_precisions = ("fp32", "bf16")

@@ -242,6 +242,7 @@ class EthosURuntime(Runtime):
     install_hint = 'pip install "npuport[ethos-u]"  (executorch Arm backend + ethos-u-vela + tosa-tools)'
     description = "Arm Ethos-U55/U65/U85 via ExecuTorch + Vela; runs here in the TOSA reference model"
     compiles_from = ("export",)
+    max_buckets = 3  # one quantise + Vela compile per shape
     devices = TARGETS
     executes = "reference"
     runs_graphs = False

@@ -164,6 +164,7 @@ class IreeRuntime(Runtime):
     install_hint = 'pip install "npuport[iree]"  (iree-base-compiler and iree-base-runtime)'
     description = "IREE (MLIR AOT compiler) -> llvm-cpu VM flatbuffers, local-task driver"
     compiles_from = ("onnx",)
+    max_buckets = 4  # one module compiled per shape
     distributions = ("iree-base-compiler", "iree-base-runtime")
     session_class = IreeSession
     executor_class = IreeExecutor

@@ -89,6 +89,7 @@ class QnnRuntime(Runtime):
     install_hint = 'pip install "npuport[qnn]"  (onnxruntime-qnn: QNN EP + HTP libraries, x86 simulator included)'
     description = "Qualcomm Hexagon NPU (HTP) via onnxruntime-qnn; x86 hosts run Qualcomm's HTP simulator"
     compiles_from = ("onnx",)
+    max_buckets = 4  # one HTP context binary compile per shape
     devices = ("htp",)
     runs_graphs = False
     trains = True  # mixed precision: fp16 gradient graph on the HTP, fp32 AdamW on the host (train/mixed.py)

@@ -40,6 +40,7 @@ class RblnRuntime(Runtime):
     sdk = "rebel"
     install_hint = "pip install rebel-compiler  (Rebellions SDK; needs an ATOM device and the vendor's package index)"
     compiles_from = ("torch",)
+    max_buckets = 4  # one compile per shape
     devices = ("npu",)
     runs_graphs = False  # the SDK compiles torch modules; training steps are not wired to it
     trains = False

@@ -68,7 +68,7 @@ class Front:
 
     def __init__(self, artifact_dir: str, runtime: str | None = None, threshold: float | None = None,
                  truncate: str = "tail", reject_long: bool = False, *, allow_unverified: bool = False,
-                 require_signature: str | None = None):
+                 require_signature: str | None = None, require_tokenizer: bool = True):
         if truncate not in ("head", "tail"):
             raise ConfigError(f"--truncate {truncate!r}: use head or tail")
         art = select_artifact(artifact_dir, runtime)
@@ -81,8 +81,9 @@ class Front:
         if not allow_unverified:
             check_verified(self.manifest, art)
         self.tokenizer = load_tokenizer(art / "tokenizer") if (art / "tokenizer").is_dir() else None
-        if self.tokenizer is None:
-            raise ConfigError(f"{art} has no tokenizer: port a model directory that includes its tokenizer files")
+        if self.tokenizer is None and require_tokenizer:
+            raise ConfigError(f"{art} has no tokenizer: port it with one (a model directory with its tokenizer files, "
+                              "or npuport.port(model, tokenizer, ...))")
         self.router = BucketRouter(self.manifest.shapes, self.manifest.pad_token_id)
         self.threshold = float(threshold if threshold is not None else self.manifest.threshold)
         if not 0.0 < self.threshold < 1.0:

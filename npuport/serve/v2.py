@@ -22,7 +22,7 @@ import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from .. import __version__
+from .._version import __version__
 from ..detector.data import Example
 from .guard import error
 from .schemas import ErrorBody

@@ -14,6 +14,7 @@ which then spreads into real tokens. Real-token rows already see themselves, so 
 
 from __future__ import annotations
 
+import copy
 import inspect
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError, UnsupportedArchitecture
+from ..models.custom import logits_of
 from ..models.detector import Detector
 from ..registry import Registry
 from . import banded
@@ -69,15 +71,16 @@ def _additive(backbone: nn.Module, mask: torch.Tensor) -> torch.Tensor:
     return additive(mask, backbone.get_input_embeddings().weight.dtype)
 
 
-class StaticDetector(nn.Module):
-    """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, num_labels); nothing else goes in.
-    Wraps a Detector or a stock HFClassifier (same interface)."""
+MasksFn = Callable[..., object]  # (backbone, attention_mask (B,T), additive: bool) -> the backbone's attention_mask
 
-    def __init__(self, detector: Detector, backbone_call: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]):
+
+class _MaskForm(nn.Module):
+    """The one switch both wrappers share: boolean masks, or additive float ones inside `onnx_masks()` (see
+    `additive`)."""
+
+    def __init__(self):
         super().__init__()
-        self.detector = detector
-        self._call = backbone_call
-        self.additive_masks = False  # True only inside `onnx_masks()` (see `additive`)
+        self.additive_masks = False
 
     @contextmanager
     def onnx_masks(self):
@@ -88,14 +91,75 @@ class StaticDetector(nn.Module):
         finally:
             self.additive_masks = False
 
+
+class StaticDetector(_MaskForm):
+    """forward(input_ids (B,T) int64, attention_mask (B,T) int64) -> logits (B, num_labels); nothing else goes in.
+    Wraps a Detector or a stock HFClassifier (same interface)."""
+
+    def __init__(self, detector: Detector, masks: MasksFn):
+        super().__init__()
+        self.detector = detector
+        self._masks = masks
+
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         extra = self.detector.extra_inputs(input_ids, attention_mask)  # e.g. BERT's segment ids, built in-graph
-        hidden = self._call(self.detector.backbone, input_ids, attention_mask, additive_masks=self.additive_masks,
-                            **extra)  # (B, T, C)
+        bb = self.detector.backbone
+        hidden = bb(input_ids=input_ids, attention_mask=self._masks(bb, attention_mask, self.additive_masks),
+                    **extra).last_hidden_state  # (B, T, C)
         return self.detector.pool_and_head(hidden, attention_mask)
 
 
-AdapterFn = Callable[..., tuple[StaticDetector, AdapterReport]]  # (detector, *, attention) -> ...
+class _MaskHook:
+    """Forward pre-hook on a user module's (copied) backbone: the 2-D padding mask the user's code passes in, the
+    adapter's static masks out. A hook, not a replaced `forward`: it takes the module it runs on, so a deep copy of
+    the wrapper (a precision cast) hooks its own backbone, not this one."""
+
+    def __init__(self, masks: MasksFn, owner: str):
+        self.masks, self.owner = masks, owner
+
+    def __call__(self, module: nn.Module, args: tuple, kwargs: dict):
+        positional = "attention_mask" not in kwargs and len(args) > 1  # backbone(input_ids, attention_mask)
+        mask = args[1] if positional else kwargs.get("attention_mask")
+        if mask is None or mask.dim() != 2:
+            raise ConfigError(f"{self.owner} calls its backbone without a 2-D attention_mask (B, T): npuport builds "
+                              "the static masks from it; pass it as backbone(input_ids, attention_mask=mask)")
+        static = self.masks(module, mask, module.npuport_additive_masks)
+        if positional:
+            return (args[0], static, *args[2:]), kwargs
+        return args, {**kwargs, "attention_mask": static}
+
+
+class StaticModule(_MaskForm):
+    """A user's own module (models/custom.py), its forward exactly as written, on a copy whose backbone is adapted
+    and hooked to build the static masks from the 2-D padding mask it is handed. Pooling and heads around the
+    backbone (attention pooling, CLS, several heads) are the user's code and run as they are."""
+
+    def __init__(self, model, attention: str):
+        super().__init__()
+        # Only the copy is held (no reference to the source model: a precision cast deep-copies this wrapper).
+        self.module = copy.deepcopy(model.user).eval()  # the user's object stays untouched: it is the proof's reference
+        self.backbone_path, self.owner = model.backbone_path, type(model.user).__name__
+        bb = self.module.get_submodule(model.backbone_path)
+        masks, self.report = ADAPTERS.get(model.model_type)(bb, attention=attention)
+        self.report.actions.insert(0, f"module: {model.spec.head.removeprefix('module:')} as written; its backbone "
+                                      f"`{model.backbone_path}` adapted in place on a copy")
+        bb.npuport_additive_masks = False
+        bb.register_forward_pre_hook(_MaskHook(masks, self.owner), with_kwargs=True)
+
+    @contextmanager
+    def onnx_masks(self):
+        bb = self.module.get_submodule(self.backbone_path)
+        bb.npuport_additive_masks = True
+        try:
+            yield self
+        finally:
+            bb.npuport_additive_masks = False
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return logits_of(self.module(input_ids, attention_mask), self.owner)
+
+
+AdapterFn = Callable[..., tuple[MasksFn, AdapterReport]]  # (backbone, *, attention) -> (masks, report)
 ADAPTERS: Registry[AdapterFn] = Registry("adapter")
 
 
@@ -117,8 +181,7 @@ def _tf_version() -> str:
     return transformers.__version__
 
 
-def adapt_modernbert(detector: Detector, *, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
-    bb = detector.backbone
+def adapt_modernbert(bb: nn.Module, *, attention: str = "dense") -> tuple[MasksFn, AdapterReport]:
     report = AdapterReport(adapter="modernbert", transformers_version=_tf_version())
     _force_sdpa(bb, report)
     cfg = bb.config
@@ -139,8 +202,8 @@ def adapt_modernbert(detector: Detector, *, attention: str = "dense") -> tuple[S
         report.actions.append("unpadding: off (padded SDPA path, fixed shapes)")
         report.actions.append("masks: built in-graph by ModernBertModel._update_attention_mask from the 2-D mask")
 
-        def call(backbone, input_ids, attention_mask, additive_masks=False):  # 4.x builds float masks itself
-            return backbone(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        def masks(backbone, attention_mask, additive=False):  # 4.x builds float masks itself
+            return attention_mask
 
     else:
         # transformers 5.x: no unpadding path; masks come from masking_utils, which returns None for unpadded
@@ -155,17 +218,16 @@ def adapt_modernbert(detector: Detector, *, attention: str = "dense") -> tuple[S
         if band:
             _banded_attention(bb, window, report)
 
-        def call(backbone, input_ids, attention_mask, additive_masks=False):
+        def masks(backbone, attention_mask, additive=False):
             full, sliding = padding_masks(attention_mask, window)
             if band and banded.applies(attention_mask.shape[1], window):
                 sliding = banded.banded_mask(attention_mask, window)  # (B, 1, T/w, w, 3w) instead of (B, 1, T, T)
-            if additive_masks:
+            if additive:
                 full, sliding = _additive(backbone, full), _additive(backbone, sliding)
-            masks = {"full_attention": full, "sliding_attention": sliding}
-            return backbone(input_ids=input_ids, attention_mask=masks).last_hidden_state
+            return {"full_attention": full, "sliding_attention": sliding}
 
     report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")
-    return StaticDetector(detector.eval(), call), report
+    return masks, report
 
 
 def _banded_attention(bb: nn.Module, window: int, report: AdapterReport) -> None:
@@ -178,22 +240,19 @@ def _banded_attention(bb: nn.Module, window: int, report: AdapterReport) -> None
         "for global layers and shorter lengths")
 
 
-def adapt_bert_family(detector: Detector, *, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
+def adapt_bert_family(bb: nn.Module, *, attention: str = "dense") -> tuple[MasksFn, AdapterReport]:
     """BERT, RoBERTa, XLM-RoBERTa, DistilBERT: SDPA and a prepared 4-D mask (no data-dependent mask skipping)."""
-    bb = detector.backbone
     report = AdapterReport(adapter="bert-family", transformers_version=_tf_version())
     _force_sdpa(bb, report)
     report.actions.append("masks: (B,1,T,T) built in-graph from the 2-D mask, diagonal OR-ed in (boolean; "
                           "additive float in the ONNX export: no per-layer NaN guard in its attention)")
 
-    def call(backbone, input_ids, attention_mask, additive_masks=False, **extra):
+    def masks(backbone, attention_mask, additive=False):
         full, _ = padding_masks(attention_mask)
-        if additive_masks:
-            full = _additive(backbone, full)
-        return backbone(input_ids=input_ids, attention_mask=full, **extra).last_hidden_state
+        return _additive(backbone, full) if additive else full
 
     report.actions.append("inputs: input_ids + attention_mask only (int64, fixed shape)")
-    return StaticDetector(detector.eval(), call), report
+    return masks, report
 
 
 ADAPTERS.register("modernbert", adapt_modernbert)
@@ -209,8 +268,10 @@ def check_attention(detector: Detector, attention: str, buckets: tuple[int, ...]
         banded.check(detector.model_type, getattr(cfg, "layer_types", None), window, buckets, _tf_version())
 
 
-def adapt(detector: Detector, attention: str = "dense") -> tuple[StaticDetector, AdapterReport]:
-    """`attention`: "dense" (exact: adapted == HF bit for bit) or "banded" (sliding-window layers only; see banded)."""
+def adapt(detector, attention: str = "dense") -> tuple[StaticDetector | StaticModule, AdapterReport]:
+    """`attention`: "dense" (exact: adapted == HF bit for bit) or "banded" (sliding-window layers only; see banded).
+    A Detector or stock classifier becomes a StaticDetector; a user's own module (models/custom.py) a StaticModule
+    whose copied backbone is patched in place."""
     if attention not in banded.ATTENTION_FORMS:
         raise ConfigError(f"--attention {attention!r}: choose one of {', '.join(banded.ATTENTION_FORMS)}")
     model_type = detector.model_type
@@ -219,4 +280,8 @@ def adapt(detector: Detector, attention: str = "dense") -> tuple[StaticDetector,
             f"no adapter for model_type {model_type!r}; supported: {', '.join(ADAPTERS.names())}"
         )
     check_attention(detector, attention, ())  # the model; the compiled lengths are checked when a port starts
-    return ADAPTERS.get(model_type)(detector, attention=attention)
+    if getattr(detector, "user", None) is not None:  # a user's module: adapt a copy of its backbone in place
+        static = StaticModule(detector, attention)
+        return static, static.report
+    masks, report = ADAPTERS.get(model_type)(detector.backbone, attention=attention)
+    return StaticDetector(detector.eval(), masks), report
