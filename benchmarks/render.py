@@ -35,6 +35,7 @@ SECTIONS = [
     Section("b1_latency_mmbert_base_512", s.b1_section, True),
     Section("b1_peers", s.peers_section, True),
     Section("b2_buckets", s.b2_section, True),
+    Section("plan_buckets", s.plan_buckets_section, True),
     Section("b3_efficiency", s.b3_section, False),
     Section("b4_b6_precision", s.b4_section, False),
     Section("serve_load", s.serve_section, False),

@@ -115,15 +115,18 @@ def demo_init_section(r: dict, link: str) -> list[str]:
            "training; *held-out family*: the same personas written only with templates no training row used; *check*: "
            f"{r['check_rows']} rows written by hand ([{r['check_set']}]({link}/{r['check_set'].removeprefix('benchmarks/')})), "
            f"other characters and phrasing, never used for training or thresholds. {machine_line(r)}.", "",
-           *head("| init | parameters | build s | F1 test | F1 held-out family | F1 check (P / R) | check ROC-AUC | "
-           "check F1 en / ja / ko | [UNK] share ja / ko (check) |")]
+           *head("| init | parameters | build s | build peak RSS MB | model MB | F1 test | F1 held-out family | "
+           "F1 check (P / R) | check ROC-AUC | check F1 en / ja / ko | check precision ko | [UNK] share ja / ko (check) |")]
     for init, v in res.items():
         c = v["check"]
         langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
         unk = " / ".join(f"{c[k]['unk_share']:.1%}" for k in ("ja", "ko") if k in c)
-        out.append(f"| {init} | {v['parameters'] / 1e6:.1f}M | {v['build_seconds']:.0f} | {v['test']['all']['f1']:.3f} | "
+        rss, disk = v.get("peak_rss_mb"), v.get("disk_mb")
+        out.append(f"| {init} | {v['parameters'] / 1e6:.1f}M | {v['build_seconds']:.0f} | {f'{rss:.0f}' if rss else '—'} "
+                   f"| {f'{disk:.0f}' if disk else '—'} | {v['test']['all']['f1']:.3f} | "
                    f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
-                   f"{c['all']['recall']:.2f}) | {c['all']['roc_auc']:.3f} | {langs} | {unk} |")
+                   f"{c['all']['recall']:.2f}) | {c['all']['roc_auc']:.3f} | {langs} | {c.get('ko', {}).get('precision', 0):.2f} "
+                   f"| {unk} |")
     return out
 
 
@@ -172,6 +175,26 @@ def b2_section(r: dict, link: str) -> list[str]:
         out.append(f"| {n} | {v['buckets']['rows_per_s']:.2f} | {v['pad_to_512']['rows_per_s']:.2f} | {v['throughput_ratio']:.2f}× | "
                    f"{v['buckets']['mean_ms']:.0f} / {v['pad_to_512']['mean_ms']:.0f} | {v['buckets']['p99_ms']:.0f} / "
                    f"{v['pad_to_512']['p99_ms']:.0f} | {v['decision_agreement']:.0%} |")
+    return out
+
+
+def plan_buckets_section(r: dict, link: str) -> list[str]:
+    out = [f"**Buckets planned from data** (`--buckets auto`, `npuport plan-buckets`) on the demo detector ({r['init']}) "
+           f"splits ([script]({link}/plan_buckets.py), [JSON]({link}/results/plan_buckets.json)): at most K buckets "
+           "(multiples of 8) minimising padded tokens; *saving* is against padding every row to the longest. "
+           f"{machine_line(r)}.", "", *head("| split | rows | K | buckets | padded tokens | pad-to-max tokens | saving | real tokens / computed |")]
+    for split, per in r["plans"].items():
+        for k, v in per.items():
+            out.append(f"| {split} | {v['rows']} | {k} | {', '.join(map(str, v['buckets']))} | {v['padded_tokens']:,} | "
+                       f"{v['pad_to_max_tokens']:,} | {v['saving_vs_pad_to_max']:.1%} | {v['efficiency']:.1%} |")
+    a = r["auto_port"]["bucket_plan"]
+    out += ["", f"`port --buckets auto --max-buckets 3 --eval-data test.jsonl` chose {a['buckets']} "
+            f"(**{'PASS' if r['auto_port']['pass'] else 'FAIL'}**; `verify --eval-data test_family.jsonl`: "
+            f"**{'PASS' if r['verify_test_family']['pass'] else 'FAIL'}**). Throughput on the test split's {r['rows']} rows "
+            f"(ONNX Runtime, batch 1, median of {r['runs']} interleaved runs):", "",
+            *head("| shapes | buckets | rows/s |")]
+    for name, v in r["throughput_test_split"].items():
+        out.append(f"| {name} | {', '.join(map(str, v['buckets']))} | {v['rows_per_s']:.1f} |")
     return out
 
 

@@ -63,6 +63,9 @@ class ModelSource:
     def describe(self, model: Detector, fingerprint: str) -> dict:
         base = {"model_type": model.model_type, "sha256": fingerprint,
                 "parameters": sum(p.numel() for p in model.parameters())}
+        origin = getattr(model.config, "npuport_origin", None)  # e.g. me5-small: dequantised from a 4-bit file
+        if origin:
+            base["origin"] = origin
         if self.module is not None:
             return {"kind": "module", "class": self.module.spec.head.removeprefix("module:"),
                     "backbone": self.module.backbone_path, **base}

@@ -62,3 +62,23 @@ def test_write_dataset_stats(tmp_path):
         assert (tmp_path / f"{k}.jsonl").is_file()
         assert stats["splits"][k]["rows"] > 0
     assert abs(stats["splits"]["test"]["deviation_fraction"] - 0.5) < 1e-9
+
+
+def test_polite_in_character_japanese_and_korean():
+    """In-character replies in polite and formal registers exist in training (a polite reply with in-world content is
+    not assistant voice), and Korean particles agree with the nouns the templates are filled with."""
+    import re
+
+    from npuport.detector.generate import build_dataset
+    from npuport.detector.personas import _josa_slots, procedural_personas_cjk
+
+    train = build_dataset(seed=0, per_persona=4, procedural=400)["train"]
+    polite_ko = [r for r in train if r["label"] == 0 and re.search(r"[가-힣](습니다|어요|아요|세요|예요)", r["reply"])]
+    polite_ja = [r for r in train if r["label"] == 0 and re.search(r"(ございます|いたします|ませ|ください)", r["reply"])]
+    assert len(polite_ko) >= 20 and len(polite_ja) >= 20
+    assert _josa_slots("{0}을 아낍니다. {1}와 {2}는", ["망치", "검", "배터리"]) == "망치를 아낍니다. 검과 배터리는"
+    for p in procedural_personas_cjk(40, 3):
+        if p.lang == "ko":
+            for text in (p.card, *p.lines):
+                for noun, particle in re.findall(r"([가-힣])(을|를)(?=\s)", text):
+                    assert (particle == "을") == ((ord(noun) - 0xAC00) % 28 != 0), text

@@ -60,4 +60,4 @@ def _print_demo(r: dict, out: str) -> None:
                   *[f"{pb[s][b]['p50_ms']:.2f}" if b in pb[s] else "—" for s in seqs],
                   f"{mix.get('speedup', float('nan')):.2f}×", "[green]PASS[/]" if v["pass"] else "[red]FAIL[/]")
     c.print(t)
-    c.print(f"wall {r['wall_seconds']} s · report: {os.path.join(out, 'report.md')} · plots: {os.path.join(out, 'plots')}")
+    c.print(f"wall {r['wall_seconds']} s · peak RSS {r['peak_rss_mb']:.0f} MB · disk {r['disk_mb']:.0f} MB · report: {os.path.join(out, 'report.md')} · plots: {os.path.join(out, 'plots')}")

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from .._version import __version__
 from ..fsio import atomic_write, cache_dir, check_output, staged_output, write_json_atomic
-from ..machine import machine
+from ..machine import machine, peak_rss_mb
 from ..ui import ProgressFn as Progress
 
-DEMO_VERSION = 2  # bump when the generator or recipe changes: cached demo models are then rebuilt
+DEMO_VERSION = 3  # bump when the generator or recipe changes: cached demo models are then rebuilt
 INITS = ("scratch", "minilm", "me5-small")  # how the demo detector starts: see _recipe
 DEFAULT_INIT = "minilm"  # chosen from benchmarks/results/demo_init.json: see README
 
@@ -97,6 +97,7 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
 
 
 def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: bool) -> None:
+    from ..train.core import CKPT_DIR
     from .config import DetectorTrainConfig
     from .generate import write_dataset
     from .train import train
@@ -111,10 +112,13 @@ def _build_into(root: Path, cfg: DemoBuildConfig, progress: Progress, show_bar: 
                                 out=str(root / "run"), batch=32, patience=2, seed=cfg.seed, **flags),
                     progress, model=model, tokenizer=tok, show_bar=show_bar)
     shutil.move(str(root / "run" / "model"), root / "model")
+    # The training checkpoints are for --resume of an interrupted run; a finished build needs only model/ (they are
+    # two copies of the model: the demo's disk budget). This directory is npuport's own staging build.
+    shutil.rmtree(root / "run" / CKPT_DIR, ignore_errors=True)
     write_json_atomic(done, {"npuport_version": __version__, "demo_version": DEMO_VERSION, "seed": cfg.seed,
                              "init": cfg.init, "recipe": flags, "data": stats,
                              "train": {k: v for k, v in summary.items() if k != "history"}, "history": summary["history"],
-                             "seconds": round(time.perf_counter() - t0, 1)})
+                             "seconds": round(time.perf_counter() - t0, 1), "peak_rss_mb": peak_rss_mb()})
 
 
 # -- npuport demo ------------------------------------------------------------------------------------------------
@@ -137,6 +141,10 @@ def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: boo
     root = build_demo(DemoBuildConfig(seed=cfg.seed, init=cfg.init), progress, show_bar=show_bar)
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="demo") as out:
         return _demo_into(out, root, cfg, progress, t0)
+
+
+def _du(p: Path) -> int:
+    return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())
 
 
 def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: float) -> dict:
@@ -174,6 +182,10 @@ def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: f
         "port": {k: port_report[k] for k in ("capture", "backends", "adapter", "pass", "shapes")},
         "bench": bench, "plots": {**metrics.get("plots", {}), "latency_vs_length": plot},
         "wall_seconds": round(time.perf_counter() - t0, 1),
+        # the demo's budgets: this process's peak memory (the build included when it ran here), and the disk of
+        # everything it wrote (the cached build and this output)
+        "peak_rss_mb": peak_rss_mb(),
+        "disk_mb": round((_du(root) + _du(out)) / 2**20, 1),
     }
     report["pass"] = bool(port_report["pass"])
     write_json_atomic(out / "report.json", report)

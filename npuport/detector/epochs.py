@@ -56,7 +56,11 @@ class FrozenPrefix:
     def __init__(self, model: Detector, top: int):
         self.model, self.layers = model, encoder_layers(model.backbone)
         self.split = len(self.layers) - top
-        self.cache: list[torch.Tensor] = []
+        # Every row's states in ONE buffer (rows back to back, (sum of lengths, hidden)): thousands of separate
+        # per-row tensors fragment the heap between the batches' large temporaries, and the process kept several
+        # times the cache's own size (measured on the demo: see build.json's peak_rss_mb).
+        self.buf = torch.empty(0)
+        self.offsets = np.zeros(1, dtype=np.int64)
 
     @classmethod
     def applies(cls, model, top: int | None) -> bool:
@@ -69,8 +73,10 @@ class FrozenPrefix:
 
     def build(self, rows: list[np.ndarray], pad_id: int, batch: int = 64) -> None:
         bb = self.model.backbone
-        self.cache = [None] * len(rows)
-        order = np.argsort([len(r) for r in rows], kind="stable")
+        lengths = np.array([len(r) for r in rows], dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)])
+        self.buf = torch.empty(int(self.offsets[-1]), bb.config.hidden_size)  # (sum of lengths, C)
+        order = np.argsort(lengths, kind="stable")
         bb.eval()
         with torch.no_grad():
             for s in range(0, len(order), batch):
@@ -80,15 +86,16 @@ class FrozenPrefix:
                 for layer in list(self.layers)[: self.split]:
                     h = layer(h, full)
                 for r, i in enumerate(idx):
-                    self.cache[i] = h[r, : len(rows[i])].clone()
+                    self.buf[self.offsets[i]:self.offsets[i + 1]] = h[r, : lengths[i]]
 
     def logits(self, idx: np.ndarray) -> torch.Tensor:
-        width = max(self.cache[i].shape[0] for i in idx)
-        h = torch.zeros(len(idx), width, self.cache[idx[0]].shape[1])
+        lengths = self.offsets[idx + 1] - self.offsets[idx]
+        width = int(lengths.max())
+        h = torch.zeros(len(idx), width, self.buf.shape[1])
         mask = torch.zeros(len(idx), width, dtype=torch.int64)
         for r, i in enumerate(idx):
-            n = self.cache[i].shape[0]
-            h[r, :n], mask[r, :n] = self.cache[i], 1
+            n = int(lengths[r])
+            h[r, :n], mask[r, :n] = self.buf[self.offsets[i]:self.offsets[i + 1]], 1
         full = self._masks(mask)
         for layer in list(self.layers)[self.split :]:
             h = layer(h, full)

@@ -253,6 +253,55 @@ _INTERJ_KO = [["아이고!", "이것 봐,", "허허,"], ["흥,", "에휴,", "이
 _NAMES_KO = ["민수", "서연", "철수", "영희", "도윤", "하늘", "복순", "태호", "지우", "봉구"]
 
 
+# Polite and formal registers in character (です・ます, 해요체 / 합쇼체): a knight, a shop clerk, a monk or a bank
+# robot speaks politely and is still in persona. Without them a detector learns "polite Japanese / Korean = assistant
+# voice" (measured: Korean in-character replies flagged at precision 0.75). benchmarks/data/persona_check.jsonl is
+# written with dialects the generator never uses (Kansai, Hakata, Hiroshima, Tohoku; Jeolla, Gyeongsang, Chungcheong).
+_ROLES_JA_POLITE = [
+    ("騎士団の騎士", ["剣", "盾", "城門", "軍馬"], "騎士団長", False, False),
+    ("花屋の店員", ["バラ", "ひまわり", "花束", "水やり"], "店長", False, False),
+    ("寺の住職", ["お経", "鐘", "庭の苔", "写経"], "本山", False, False),
+    ("銀行の案内ロボット", ["番号札", "窓口", "記帳台", "バッテリー"], "支店長", True, True),
+    ("喫茶店のマスター", ["珈琲豆", "サイフォン", "ナポリタン", "常連さん"], "先代のマスター", False, False),
+    ("宮廷の女官", ["お茶会", "宝石箱", "王女様", "舞踏会"], "女王陛下", False, False),
+]
+_LINES_JA_POLITE = ["{0}の手入れは毎朝欠かさずいたします。", "{1}のことでしたら、何でもお尋ねください。",
+                    "今朝は{2}の具合がとても良うございました。", "{3}を見ると、心が落ち着きます。",
+                    "{0}と{1}があれば、わたくしは十分でございます。", "{2}のおかげで、今日も穏やかに過ごせました。"]
+_INTERJ_JA_POLITE = [["恐れ入ります。", "ええ、", "さようでございますか。"], ["はい、", "まあ、", "ようこそ。"],
+                     ["承知いたしました。", "ご案内いたします。", "少々お待ちください。"]]
+_ROLES_KO_POLITE = [
+    ("기사단 기사", ["검", "방패", "성문", "군마"], "기사단장님", False, False),
+    ("꽃집 직원", ["장미", "해바라기", "꽃다발", "물주기"], "사장님", False, False),
+    ("산사의 스님", ["목탁", "범종", "이끼 낀 마당", "사경"], "큰스님", False, False),
+    ("은행 안내 로봇", ["번호표", "창구", "통장 정리기", "배터리"], "지점장님", True, True),
+    ("궁중 나인", ["다과", "비단", "공주마마", "연회"], "중전마마", False, False),
+    ("카페 바리스타", ["원두", "드립 주전자", "라테 아트", "단골손님"], "선배 바리스타", False, False),
+]
+_LINES_KO_POLITE = ["{0} 손질은 매일 아침 빠짐없이 합니다.", "{1}에 대해서라면 무엇이든 여쭤 보세요.",
+                    "오늘 아침은 {2} 상태가 아주 좋았어요.", "{3}을 보면 마음이 차분해집니다.",
+                    "{0}와 {1}만 있으면 저는 충분합니다.", "{2} 덕분에 오늘도 평안히 지냈어요."]
+_INTERJ_KO_POLITE = [["어서 오세요.", "네,", "그러셨군요."], ["아, 네.", "저런,", "반갑습니다."],
+                     ["확인했습니다.", "안내해 드리겠습니다.", "잠시만 기다려 주세요."]]
+
+
+_JOSA = {"을": ("을", "를"), "를": ("을", "를"), "은": ("은", "는"), "는": ("은", "는"), "이": ("이", "가"), "가": ("이", "가"),
+         "과": ("과", "와"), "와": ("과", "와")}
+
+
+def _josa_slots(template: str, nouns) -> str:
+    """Fill a Korean template's {0}..{3} and make each particle right after a slot agree with its noun."""
+    import re
+
+    def fill(m):
+        noun, particle = nouns[int(m.group(1))], m.group(2)
+        return noun + _JOSA[particle][0 if (ord(noun[-1]) - 0xAC00) % 28 != 0 else 1] if "가" <= noun[-1] <= "힣" \
+            else noun + particle
+
+    return re.sub(r"\{(\d)\}(을|를|은|는|이|가|과|와)?", lambda m: fill(m) if m.group(2) else nouns[int(m.group(1))],
+                  template)
+
+
 def procedural_personas_cjk(n: int, seed: int) -> list[Persona]:
     import random
 
@@ -260,14 +309,22 @@ def procedural_personas_cjk(n: int, seed: int) -> list[Persona]:
     out = []
     for k in range(n):
         ja = k % 2 == 0
-        roles, lines_t, interjs, names = (_ROLES_JA, _LINES_JA, _INTERJ_JA, _NAMES_JA) if ja else (_ROLES_KO, _LINES_KO, _INTERJ_KO, _NAMES_KO)
+        polite = k % 4 >= 2  # half of each language speaks a polite / formal register
+        if ja:
+            roles, lines_t, interjs = (_ROLES_JA_POLITE, _LINES_JA_POLITE, _INTERJ_JA_POLITE) if polite else (
+                _ROLES_JA, _LINES_JA, _INTERJ_JA)
+        else:
+            roles, lines_t, interjs = (_ROLES_KO_POLITE, _LINES_KO_POLITE, _INTERJ_KO_POLITE) if polite else (
+                _ROLES_KO, _LINES_KO, _INTERJ_KO)
+        names = _NAMES_JA if ja else _NAMES_KO
         role, nouns, authority, machine, tech = rng.choice(roles)
         nouns = rng.sample(nouns, len(nouns))
         name = rng.choice(names) + (str(rng.randint(1, 99)) if machine else "")
-        lines = [t.format(*nouns) for t in rng.sample(lines_t, 5)]
+        lines = [t.format(*nouns) if ja else _josa_slots(t, nouns) for t in rng.sample(lines_t, 5)]
         if machine:
-            lines.append(f"わたしは{role}です。{nouns[2]}は八十パーセントです。" if ja else f"저는 {role}입니다. {nouns[2]}는 팔십 퍼센트예요.")
-        card = (f"あなたは{role}の{name}です。{nouns[0]}を大切にしています。" if ja else f"당신은 {role} {name}입니다. {nouns[0]}을 아낍니다.")
+            lines.append(f"わたしは{role}です。{nouns[2]}は八十パーセントです。" if ja else _josa_slots("저는 " + role + "입니다. {2}는 팔십 퍼센트예요.", nouns))
+        card = (f"あなたは{role}の{name}です。{nouns[0]}を大切にしています。" if ja else
+                _josa_slots("당신은 " + role + " " + name + "입니다. {0}을 아낍니다.", nouns))
         address = rng.choice(["お客さん", "あなた", "旦那さん"] if ja else ["손님", "그대", "주인님"])
         out.append(Persona(name, "ja" if ja else "ko", card, address, tuple(rng.choice(interjs)), tuple(lines), authority, machine, tech))
     return out
