@@ -44,6 +44,7 @@ def main():
     report.pop("plots", None)
     write_result("demo", {**meta("demo_run.py"), "empty_cache": bool(cache), "first_run_seconds": round(first_s, 1),
                            "cached_run_seconds": report["wall_seconds"], "first_run_pass": first["pass"], "build": build,
+                           "first_run_peak_rss_mb": first.get("peak_rss_mb"), "first_run_disk_mb": first.get("disk_mb"),
                            "report": report})
 
 
