@@ -357,6 +357,9 @@ def port_model(model, tokenizer=None, out: str | Path | None = None, *, runtimes
     auto = isinstance(buckets, str) and buckets == "auto"
     if isinstance(buckets, str) and not auto:
         raise ConfigError(f"buckets={buckets!r}: give lengths such as (64, 128) or 'auto'")
+    if auto and not (eval_data or calibration_data):
+        raise ConfigError("buckets='auto' plans the buckets from your rows' token lengths: pass eval_data=FILE (or "
+                          "calibration_data=FILE)")
     shapes = ShapeSpec(batch_sizes=tuple(batch_sizes), buckets=(512,) if auto else tuple(buckets))
     common = dict(out=str(out), runtimes=tuple(runtimes), shapes=shapes, precision=precision, eval_data=eval_data,
                   calibration_data=calibration_data, overwrite=overwrite, capture_methods=tuple(capture_methods),

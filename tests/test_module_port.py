@@ -177,6 +177,8 @@ def test_what_cannot_be_ported_is_one_clear_error(tmp_path):
         npuport.port(AttnPoolDetector(), None, out, runtimes=("eager",))
     with pytest.raises(ConfigError, match="labels given"):
         npuport.port(AttnPoolDetector(), None, out, runtimes=("onnxruntime",), labels=("a", "b", "c"))
+    with pytest.raises(ConfigError, match=r"buckets='auto' plans .* pass eval_data=FILE"):
+        npuport.port(AttnPoolDetector(), None, out, runtimes=("onnxruntime",), buckets="auto")
     assert not out.exists()  # nothing written on any refusal
 
 
