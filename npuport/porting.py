@@ -16,12 +16,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from . import gate
 from .artifact import write_manifest
 from .bench import summarize, time_calls
 from .config import PortConfig
 from .errors import ConfigError
 from .fsio import atomic_write, write_json_atomic
+from .gate import next_group, quant_facts
+from .gate import refusal as gate_refusal
 from .machine import peak_rss_mb
 from .manifest import Manifest, RuntimeInfo
 from .models.detector import Detector, max_positions, state_fingerprint
@@ -120,14 +121,14 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
         meta = manifest.runtime.meta
         if tried:  # measured once, on the first round; later rounds rank by it
             meta["sensitivity"] = tried[0]["sensitivity"]
-        refusal = gate.refusal(name, prec, figs, cfg.quant, meta)
+        refusal = gate_refusal(name, prec, figs, cfg.quant, meta)
         if refusal is None:
             break
         shutil.rmtree(art)  # decisions lost: the artifact is not written (it only ever lived in the staging dir)
         kept = tuple(spec.options.get("keep_fp32", ()))
         tried.append({"kept_fp32": list(kept), "decision_agreement": refusal["decision_agreement"],
                       "max_abs_logit_diff": refusal["max_abs_logit_diff"], "sensitivity": meta.get("sensitivity", {})})
-        nxt = gate.next_group(meta.get("sensitivity") or {}, kept) if cfg.quant.auto_keep else None
+        nxt = next_group(meta.get("sensitivity") or {}, kept) if cfg.quant.auto_keep else None
         if nxt is None:
             if cfg.quant.auto_keep:
                 refusal["reason"] += f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group in float)"
@@ -146,7 +147,7 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
     entry = {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
              "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
              **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
-             **_npu_facts(meta), **gate.quant_facts(meta)}
+             **_npu_facts(meta), **quant_facts(meta)}
     if prec in INTEGER_PRECISIONS and "data" not in figs:
         entry["decisions_unchecked"] = "no --eval-data: decisions on real rows were not checked against --min-agreement"
         progress(f"{name}: {prec} decisions not checked on data (pass --eval-data)")

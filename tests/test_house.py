@@ -55,10 +55,7 @@ def import_graph() -> dict[str, set[str]]:
                     here = m.split(".") if is_pkg else m.split(".")[:-1]
                     here = here[: len(here) - (n.level - 1)]
                     base = ".".join(here + ([base] if base else []))
-                # `from . import gate` depends on npuport.gate, not on the package's __init__ (which every import of
-                # a submodule runs anyway, `from .gate import x` as much); a name that is no submodule depends on it
-                subs = [f"{base}.{a.name}" for a in n.names]
-                targets = subs + ([base] if any(t not in mods for t in subs) else [])
+                targets = [base] + [f"{base}.{a.name}" for a in n.names]
             else:
                 continue
             for t in targets:
