@@ -10,3 +10,16 @@ def max_positions_of(cfg) -> int:
     if cfg.model_type in ("xlm-roberta", "roberta"):
         n -= 2  # RoBERTa position ids start after padding_idx
     return int(n)
+
+
+class BackboneView:
+    """`config` and `model_type` read from the model's `backbone`: the detector's own, or the one inside a user's
+    module (models/custom.py). A mixin before nn.Module: nn.Module resolves `backbone` as a submodule or property."""
+
+    @property
+    def config(self):
+        return self.backbone.config
+
+    @property
+    def model_type(self) -> str:
+        return self.backbone.config.model_type

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..errors import ConfigError, UnsupportedArchitecture
 from ..task import PROBLEM_TYPES, REGRESSION, SINGLE
+from .base import BackboneView
 from .classifier import ClassifierSpec
 from .detector import SUPPORTED_MODEL_TYPES
 
@@ -55,7 +56,7 @@ def find_backbone(module: nn.Module) -> tuple[str, nn.Module]:
     return path, bb
 
 
-class UserModel(nn.Module):
+class UserModel(BackboneView, nn.Module):
     """The user's module (registered as `user`, so the state fingerprint covers every weight it has) with the
     interface the port stages read: `config`, `model_type`, `spec`, `forward(ids, mask) -> logits`."""
 
@@ -101,14 +102,6 @@ class UserModel(nn.Module):
     @property
     def backbone(self) -> nn.Module:
         return self.user.get_submodule(self.backbone_path)
-
-    @property
-    def config(self):
-        return self.backbone.config
-
-    @property
-    def model_type(self) -> str:
-        return self.backbone.config.model_type
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         return logits_of(self.user(input_ids, attention_mask), type(self.user).__name__)

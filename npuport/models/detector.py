@@ -24,7 +24,7 @@ from torch import nn
 from ..errors import ConfigError, ModelLoadError
 from ..fsio import atomic_write, save_with
 from ..registry import Registry
-from .base import max_positions_of
+from .base import BackboneView, max_positions_of
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def masked_mean(hidden: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return summed / count
 
 
-class Detector(nn.Module):
+class Detector(BackboneView, nn.Module):
     """`forward` is the eager reference: the HF backbone exactly as a user runs it (SDPA attention)."""
 
     def __init__(self, backbone_config: Any, spec: DetectorSpec | None = None):
@@ -82,14 +82,6 @@ class Detector(nn.Module):
         self.backbone = AutoModel.from_config(backbone_config, attn_implementation="sdpa")
         hidden = backbone_config.hidden_size if hasattr(backbone_config, "hidden_size") else backbone_config.dim
         self.head = nn.Linear(hidden, self.spec.num_labels)
-
-    @property
-    def config(self):
-        return self.backbone.config
-
-    @property
-    def model_type(self) -> str:
-        return self.backbone.config.model_type
 
     def extra_inputs(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> dict:
         return {}  # the detector's backbone reads ids and mask only (segment ids stay 0, as in training)
