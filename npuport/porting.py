@@ -267,7 +267,10 @@ def capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Pr
     """Stages 2 and 3, adapt + capture + prove: the adapted module, its graphs, and eager-vs-graph figures."""
     src = inputs.source
     progress(f"adapting and capturing ({src['model_type']}, {src['parameters'] / 1e6:.1f}M parameters)")
-    captured = capture(inputs.model, cfg.shapes, work, cfg.attention)
+    # The compact table goes into every graph of this capture: only when every runtime compiling one takes it.
+    graphs = {n: s for n, s in inputs.specs.items() if not get_runtime(n).saves_source}
+    compact = bool(graphs) and all(get_runtime(n).compact_tables and s.precision == "fp32" for n, s in graphs.items())
+    captured = capture(inputs.model, cfg.shapes, work, cfg.attention, compact=compact)
     return captured, prove(captured, list(cfg.capture_methods), progress)
 
 

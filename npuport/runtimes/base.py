@@ -163,6 +163,9 @@ class Runtime:
     # The most sequence buckets `--buckets auto` plans for it: one graph with pinned dims costs little per bucket;
     # a runtime that compiles each shape on its own (a context binary, a Vela command stream) states fewer.
     max_buckets: ClassVar[int] = 8
+    # compiles a block-coded word-embedding table (int8 codes x block scales, static/compact.py) as is: a Gather of
+    # int8 rows, a Cast and a Mul. Off where an NPU compiler's support for that is unproven (qnn, ethos-u, rbln).
+    compact_tables: ClassVar[bool] = False
     trains: ClassVar[bool] = True  # runs a captured training step (`npuport lm train`)
     # `lm train --precision`, the first is the default: fp32; bf16 = mixed precision (bf16 gradient graph, fp32 master
     # weights and AdamW); fp16 = the same with loss scaling (qnn's HTP)
@@ -227,6 +230,7 @@ class Runtime:
     def capabilities(self) -> dict:
         return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,
                 "runs_graphs": self.runs_graphs, "trains": self.trains, "max_buckets": self.max_buckets,
+                "compact_tables": self.compact_tables,
                 "train_precisions": list(self.train_precisions) if self.trains else []}
 
     def check(self, spec: CompileSpec) -> None:

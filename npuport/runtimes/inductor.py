@@ -70,6 +70,7 @@ class InductorExecutor(Executor):
 @register_runtime
 class InductorRuntime(Runtime):
     name = "inductor"
+    compact_tables = True
     description = "torch.export + AOTInductor (C++ package, no Python graph at run time)"
     compiles_from = ("export",)
     default_port = True

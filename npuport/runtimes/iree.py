@@ -160,6 +160,7 @@ class IreeExecutor(Executor):
 @register_runtime
 class IreeRuntime(Runtime):
     name = "iree"
+    compact_tables = True
     sdk = "iree.runtime"
     install_hint = 'pip install "npuport[iree]"  (iree-base-compiler and iree-base-runtime)'
     description = "IREE (MLIR AOT compiler) -> llvm-cpu VM flatbuffers, local-task driver"

@@ -103,6 +103,7 @@ class OrtExecutor(Executor):
 @register_runtime
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
+    compact_tables = True
     measures_sensitivity = True
     sdk = "onnxruntime"
     install_hint = "pip install onnxruntime  (GPU: onnxruntime-gpu)"

@@ -114,6 +114,7 @@ class OvExecutor(Executor):
 @register_runtime
 class OpenVinoRuntime(Runtime):
     name = "openvino"
+    compact_tables = True
     measures_sensitivity = True
     sdk = "openvino"
     install_hint = "pip install openvino"

@@ -38,6 +38,7 @@ class AdapterReport:
     transformers_version: str
     actions: list[str] = field(default_factory=list)
     attention: str = "dense"  # "banded": sliding-window layers compute their band only (not bit-exact; see banded)
+    embeddings: dict = field(default_factory=dict)  # the word-embedding table's compact form, when used (compact.py)
 
 
 def padding_masks(attention_mask: torch.Tensor, sliding_window: int | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -21,6 +21,7 @@ from ..models.detector import Detector
 from ..spec import DTYPES, INPUT_NAMES, OUTPUT_NAMES, ShapeSpec
 from ..task import Task
 from .adapters import AdapterReport, StaticDetector, adapt
+from .compact import compact_embeddings
 from .probes import calibration_batches, make_probes
 
 log = logging.getLogger(__name__)
@@ -97,8 +98,19 @@ class Captured:
         gc.collect()
 
 
-def capture(detector: Detector, shapes: ShapeSpec, workdir: Path, attention: str = "dense") -> Captured:
+def capture(detector: Detector, shapes: ShapeSpec, workdir: Path, attention: str = "dense",
+            compact: bool = False) -> Captured:
+    """compact: store an exactly block-quantised word-embedding table as int8 codes x scales in the graphs (every
+    runtime compiling from this capture must take it: `Runtime.compact_tables`); the proofs show it is exact."""
     static, report = adapt(detector, attention)
+    if compact and isinstance(static, StaticDetector):
+        coded = compact_embeddings(static.detector)
+        if coded is not None:
+            static, facts = StaticDetector(coded[0], static._masks), coded[1]
+            report.embeddings = facts
+            report.actions.append(f"{facts['table']}: {facts['weights'] / 1e6:.1f}M frozen weights stored as "
+                                  f"{facts['form']} ({facts['fp32_bytes'] / 2**20:.0f} MB -> "
+                                  f"{facts['bytes'] / 2**20:.0f} MB), exact: every weight equals its code x scale")
     workdir.mkdir(parents=True, exist_ok=True)
     return Captured(detector=detector, static=static, adapter=report, shapes=shapes, workdir=workdir)
 
