@@ -23,7 +23,7 @@ from .errors import ConfigError
 from .fsio import atomic_write, write_json_atomic
 from .gate import next_group, quant_facts
 from .gate import refusal as gate_refusal
-from .machine import peak_rss_mb
+from .machine import peak_rss_mb, release_memory
 from .manifest import Manifest, RuntimeInfo
 from .models.detector import Detector, max_positions, state_fingerprint
 from .proof import prove, reference_logits
@@ -143,6 +143,7 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
     manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
     manifest.runtime.execution_precision = exec_prec
     write_manifest(art, manifest)  # the one write: file hashes, proof, parity and latency together
+    release_memory()  # this runtime's compile and session are gone: the next one starts from the same floor
     summary = parity_summary(figs)
     entry = {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
              "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
@@ -225,8 +226,32 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         specs = {n: dataclasses.replace(s, calibration=tuple(rows), calibration_source=f"{what} {Path(calib_file).name}"
                                         f" ({len(rows)} rows)") for n, s in specs.items()}
     source = cfg.source.describe(model, state_fingerprint(model))
-    return _Inputs(specs=specs, model=model, tokenizer=tokenizer, eval_rows=eval_rows, source=source, cfg=cfg,
+    files = TokenizerFiles.of(tokenizer) if tokenizer is not None else None
+    del tokenizer  # its rows are encoded; a 250k-piece tokenizer object holds ~0.35 GB through every compile
+    return _Inputs(specs=specs, model=model, tokenizer=files, eval_rows=eval_rows, source=source, cfg=cfg,
                    bucket_plan=plan)
+
+
+class TokenizerFiles:
+    """A tokenizer as the files `save_pretrained` writes, kept in memory: what each artifact gets, without holding
+    the tokenizer object (and its vocabulary structures) through the compiles."""
+
+    def __init__(self, files: dict[str, bytes]):
+        self.files = files
+
+    @classmethod
+    def of(cls, tokenizer) -> TokenizerFiles:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="npuport-tok-") as d:
+            tokenizer.save_pretrained(d)
+            return cls({p.name: p.read_bytes() for p in Path(d).iterdir() if p.is_file()})
+
+    def save_pretrained(self, directory: str) -> None:
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, data in self.files.items():
+            atomic_write(out / name, data)
 
 
 def _plan(cfg: PortConfig, model, tokenizer, progress: Progress) -> tuple[PortConfig, dict]:
@@ -271,7 +296,9 @@ def capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Pr
     graphs = {n: s for n, s in inputs.specs.items() if not get_runtime(n).saves_source}
     compact = bool(graphs) and all(get_runtime(n).compact_tables and s.precision == "fp32" for n, s in graphs.items())
     captured = capture(inputs.model, cfg.shapes, work, cfg.attention, compact=compact)
-    return captured, prove(captured, list(cfg.capture_methods), progress)
+    proof = prove(captured, list(cfg.capture_methods), progress)
+    release_memory()
+    return captured, proof
 
 
 def reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:

@@ -213,7 +213,9 @@ def demo_markdown(r: dict) -> str:
     pb = r["bench"]["per_bucket"]
     seqs = sorted(pb, key=int)
     names = list(pb[seqs[0]])
-    lines += ["", f"## Latency, batch 1, p50 ms (p99) — {r['bench']['runs']} interleaved runs", "",
+    pairing = r["bench"].get("pairing")
+    how = f"interleaved runs, {pairing}" if pairing else "interleaved runs"
+    lines += ["", f"## Latency, batch 1, p50 ms (p99) — {r['bench']['runs']} {how}", "",
               "| path | " + " | ".join(f"{s} tokens" for s in seqs) + " | vs eager at " + seqs[-1] + " |",
               "|---|" + "---|" * (len(seqs) + 1)]
     for n in names:

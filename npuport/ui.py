@@ -55,10 +55,11 @@ def silent(_message: str) -> None:
 class StepBar:
     """The one step progress bar (LM and detector training): rich on a TTY, a plain line every ~10% elsewhere."""
 
-    def __init__(self, label: str, total: int, done: int = 0, enabled: bool = True):
+    def __init__(self, label: str, total: int, done: int = 0, enabled: bool = True, sink=None):
+        """sink: a ProgressFn that takes the ~10% lines instead of a bar (a child process reporting to its parent)."""
         self.label, self.total, self.done = label, total, done
-        self.enabled = enabled
-        self.tty = enabled and sys.stderr.isatty()
+        self.enabled, self.sink = enabled or sink is not None, sink
+        self.tty = enabled and sink is None and sys.stderr.isatty()
         self.every = max(1, total // 10)
         self.t0 = time.perf_counter()
         if self.tty:
@@ -75,6 +76,8 @@ class StepBar:
         self.done = done
         if self.tty:
             self.p.update(self.task, completed=done, description=description)
+        elif self.enabled and (done % self.every == 0 or done == self.total) and self.sink is not None:
+            self.sink(f"{self.label} {done}/{self.total}  {description}")
         elif self.enabled and (done % self.every == 0 or done == self.total):
             print(f"[{time.perf_counter() - self.t0:7.1f}s] {self.label} {done}/{self.total}  {description}",
                   file=sys.stderr, flush=True)

@@ -161,3 +161,29 @@ def test_ctrl_c_swallowed_by_a_finalizer_still_discards_the_output(tmp_path):
     finally:
         signal.signal(signal.SIGINT, previous)
         interrupt._interrupted.clear()
+
+
+def test_demo_build_apart_reports_the_childs_error_and_leaves_the_directory(tmp_path):
+    """`npuport demo` builds in a spawned child process: a failure there comes back as the same typed error, and the
+    directory the child refused to touch is intact."""
+    from npuport.detector.demo import DemoBuildConfig, build_demo_apart
+
+    d = user_dir(tmp_path)
+    said = []
+    with pytest.raises(ConfigError, match="not made by npuport"):
+        build_demo_apart(DemoBuildConfig(out=str(d), init="scratch", force=True), said.append)
+    assert intact(d)
+
+
+def test_step_bar_sends_its_lines_to_a_sink():
+    """The demo's build process reports its training steps to the parent through a sink: about every 10 %, and the
+    last step."""
+    from npuport.ui import StepBar
+
+    lines = []
+    bar = StepBar("training", 25, sink=lines.append, enabled=False)
+    for step in range(1, 26):
+        bar.update(step, f"loss {1 / step:.2f}")
+    bar.close()
+    assert lines[0] == "training 2/25  loss 0.50" and lines[-1] == "training 25/25  loss 0.04"
+    assert len(lines) == 13

@@ -50,12 +50,15 @@ def test_frozen_prefix_cache_equals_the_full_forward(minilm):
     torch.manual_seed(0)
     m, tok = load_detector(minilm, new_head=True).eval(), load_tokenizer(minilm)
     rows = encode(tok, load_examples(CHECK, require_label=True)[:6], 128)
-    prefix = FrozenPrefix(m, 2)
-    prefix.build(rows, tok.pad_token_id)
     with torch.no_grad():
-        got = prefix.logits(np.arange(len(rows)))
         ref = torch.cat([m(torch.from_numpy(r)[None], torch.ones(1, len(r), dtype=torch.long)) for r in rows])
-    assert torch.allclose(got, ref, atol=1e-5), (got - ref).abs().max()
+    for dtype, tol in ((torch.float32, 1e-5), (torch.float16, 2e-2)):  # fp16: the build's default (half the memory)
+        prefix = FrozenPrefix(m, 2, dtype=dtype)
+        prefix.build(rows, tok.pad_token_id)
+        assert prefix.buf.dtype == dtype
+        with torch.no_grad():
+            got = prefix.logits(np.arange(len(rows)))
+        assert torch.allclose(got, ref, atol=tol), (dtype, (got - ref).abs().max())
 
 
 def test_train_top_layers_leaves_the_rest_untouched(minilm, tmp_path):

@@ -53,9 +53,13 @@ class FrozenPrefix:
 
     ARCHS = ("bert", "roberta", "xlm-roberta")  # layers called as layer(hidden, 4-D mask)
 
-    def __init__(self, model: Detector, top: int):
+    def __init__(self, model: Detector, top: int, dtype: torch.dtype = torch.float16):
         self.model, self.layers = model, encoder_layers(model.backbone)
         self.split = len(self.layers) - top
+        # fp16 by default: the cache is the build's largest allocation (rows x tokens x hidden), and the top layers
+        # see their input rounded to 11 bits - far below the context noise and dropout training adds anyway.
+        # Evaluation and every proof run the whole model in fp32; only the training inputs are rounded.
+        self.dtype = dtype
         # Every row's states in ONE buffer (rows back to back, (sum of lengths, hidden)): thousands of separate
         # per-row tensors fragment the heap between the batches' large temporaries, and the process kept several
         # times the cache's own size (measured on the demo: see build.json's peak_rss_mb).
@@ -75,7 +79,7 @@ class FrozenPrefix:
         bb = self.model.backbone
         lengths = np.array([len(r) for r in rows], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(lengths)])
-        self.buf = torch.empty(int(self.offsets[-1]), bb.config.hidden_size)  # (sum of lengths, C)
+        self.buf = torch.empty(int(self.offsets[-1]), bb.config.hidden_size, dtype=self.dtype)  # (sum of lengths, C)
         order = np.argsort(lengths, kind="stable")
         bb.eval()
         with torch.no_grad():

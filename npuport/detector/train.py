@@ -20,6 +20,7 @@ import torch
 
 from ..errors import ConfigError
 from ..fsio import replace_dir, write_json_atomic
+from ..machine import release_memory
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
 from ..train.core import CKPT_DIR, CheckpointStore, MetricsLog, run_loop
 from ..ui import StepBar
@@ -125,7 +126,7 @@ def _initial_model(cfg: DetectorTrainConfig, tokenizer):
 
 
 def train(cfg: DetectorTrainConfig, progress: Callable[[str], None] | None = None, *, model: Detector | None = None,
-          tokenizer=None, show_bar: bool = True) -> dict:
+          tokenizer=None, show_bar: bool | Callable[[str], None] = True) -> dict:
     """Train and write OUT/model (the best epoch by validation F1), OUT/metrics.jsonl, OUT/train_summary.json.
 
     Every input (data files, model, tokenizer, output directory) is validated before anything is written."""
@@ -146,7 +147,9 @@ def train(cfg: DetectorTrainConfig, progress: Callable[[str], None] | None = Non
     t0 = time.perf_counter()
     if state["epoch"] < cfg.epochs and hasattr(epochs, "start"):
         epochs.start()
-    bar = StepBar("training", total, state["step"], enabled=show_bar)
+        release_memory()  # the frozen-layer pass's temporaries: freed, and handed back before the epochs' own
+    # show_bar: a bar on a TTY (plain lines elsewhere), or a ProgressFn that takes the lines (demo's build process)
+    bar = StepBar("training", total, state["step"], enabled=show_bar is True, sink=show_bar if callable(show_bar) else None)
     losses: list[float] = []
 
     def one_epoch(epoch: int) -> dict:
