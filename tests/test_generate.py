@@ -82,3 +82,30 @@ def test_polite_in_character_japanese_and_korean():
             for text in (p.card, *p.lines):
                 for noun, particle in re.findall(r"([가-힣])(을|를)(?=\s)", text):
                     assert (particle == "을") == ((ord(noun) - 0xAC00) % 28 != 0), text
+
+
+def test_every_split_has_english_japanese_and_korean_characters():
+    for seed in (0, 1, 7):
+        data = build_dataset(seed=seed, per_persona=6, procedural=20)
+        for name in ("train", "val", "test", "test_family"):
+            assert {r["lang"] for r in data[name]} == {"en", "ja", "ko"}, (seed, name)
+
+
+def test_composed_in_character_refusals_keep_the_held_out_family_out_of_training():
+    """Composed ja/ko refusals draw every part from the allowed template families: a part of the held-out family
+    never reaches a training row, and test_family rows use it."""
+    import random
+
+    from npuport.detector.generate import TRAIN_FAMILIES, _composed_refusal
+    from npuport.detector.personas import P
+    from npuport.detector.templates import FAMILIES, HELD_OUT, REFUSAL_PARTS
+
+    for lang, parts in REFUSAL_PARTS.items():
+        p = P("x", "card", "ADDR", ["I!"], ["L1", "L2"], "AUTH", lang=lang)
+        held = [t.format(a="ADDR", auth="AUTH", l="L1", l2="L2") for k in ("apology", "reason", "refused")
+                for i, t in enumerate(parts[k]) if FAMILIES[i % len(FAMILIES)] == HELD_OUT]
+        rng = random.Random(0)
+        train = [_composed_refusal(p, rng, TRAIN_FAMILIES, "L1", "L2") for _ in range(300)]
+        family = [_composed_refusal(p, rng, (HELD_OUT,), "L1", "L2") for _ in range(50)]
+        assert not any(h in t for h in held for t in train), lang
+        assert all(any(h in t for h in held) for t in family), lang
