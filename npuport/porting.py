@@ -26,6 +26,7 @@ from .gate import refusal as gate_refusal
 from .machine import peak_rss_mb, release_memory
 from .manifest import Manifest, RuntimeInfo
 from .models.detector import Detector, max_positions, state_fingerprint
+from .models.tokfiles import TokenizerFiles
 from .proof import prove, reference_logits
 from .router import BucketRouter
 from .runtimes import feeds_of, get_runtime, runtime_names
@@ -231,27 +232,6 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
     return _Inputs(specs=specs, model=model, tokenizer=files, eval_rows=eval_rows, source=source, cfg=cfg,
                    bucket_plan=plan)
 
-
-class TokenizerFiles:
-    """A tokenizer as the files `save_pretrained` writes, kept in memory: what each artifact gets, without holding
-    the tokenizer object (and its vocabulary structures) through the compiles."""
-
-    def __init__(self, files: dict[str, bytes]):
-        self.files = files
-
-    @classmethod
-    def of(cls, tokenizer) -> TokenizerFiles:
-        import tempfile
-
-        with tempfile.TemporaryDirectory(prefix="npuport-tok-") as d:
-            tokenizer.save_pretrained(d)
-            return cls({p.name: p.read_bytes() for p in Path(d).iterdir() if p.is_file()})
-
-    def save_pretrained(self, directory: str) -> None:
-        out = Path(directory)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, data in self.files.items():
-            atomic_write(out / name, data)
 
 
 def _plan(cfg: PortConfig, model, tokenizer, progress: Progress) -> tuple[PortConfig, dict]:

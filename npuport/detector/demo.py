@@ -137,7 +137,7 @@ def _build_child(cfg: DemoBuildConfig, messages, show_bar: bool) -> None:
 
 def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
     """(model, tokenizer, training flags) for the chosen init."""
-    from ..models.detector import build_preset, load_detector, load_tokenizer
+    from ..models.detector import build_preset, load_detector
     from .data import context_text, load_examples
     from .tokenizer import train_tokenizer
 
@@ -150,7 +150,8 @@ def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
         torch.manual_seed(cfg.seed)  # the new head's init
         flags = dict(init=str(d), max_len=128, weight_decay=0.01, **_PRETRAINED[cfg.init])
         flags["epochs"] = cfg.epochs or flags["epochs"]
-        return load_detector(d, new_head=True), load_tokenizer(d), flags
+        # no tokenizer object here: train() loads it from `init`, encodes the rows and drops it (models/tokfiles.py)
+        return load_detector(d, new_head=True), None, flags
     train_rows = load_examples(root / "data" / "train.jsonl", require_label=True)
     progress("training the tokenizer")
     tok = train_tokenizer([context_text(e) + "\n" + e.reply for e in train_rows], vocab_size=4096)

@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..fsio import replace_dir, write_json_atomic
 from ..machine import release_memory
 from ..models.detector import Detector, DetectorSpec, build_preset, load_detector, load_tokenizer
+from ..models.tokfiles import TokenizerFiles
 from ..train.core import CKPT_DIR, CheckpointStore, MetricsLog, run_loop
 from ..ui import StepBar
 from .config import DetectorTrainConfig
@@ -137,6 +138,8 @@ def train(cfg: DetectorTrainConfig, progress: Callable[[str], None] | None = Non
     resumed, model, tokenizer = _model_to_train(cfg, out, identity, store, model, tokenizer)
     pad_id = tokenizer.pad_token_id
     rows, labels, val_rows, val_labels = _encoded(cfg, tokenizer)
+    if cfg.runtime is None:  # the eager trainer needs the ids and the files from here on, not the object (tokfiles)
+        tokenizer = TokenizerFiles.of(tokenizer)
     if not cfg.resume:  # inputs are valid: only now does the run directory appear
         out.mkdir(parents=True, exist_ok=True)
         write_json_atomic(out / "train_config.json", identity)
@@ -213,6 +216,8 @@ def _model_to_train(cfg: DetectorTrainConfig, out: Path, identity: dict, store, 
             raise ConfigError(f"{out} is not an empty directory; pass --resume to continue that run or choose another -o")
         if model is None:
             model, tokenizer = _initial_model(cfg, tokenizer)
+        elif tokenizer is None and cfg.init:  # a model handed in, built from --init: its tokenizer is there
+            tokenizer = load_tokenizer(cfg.init)
     if tokenizer is None:
         raise ConfigError("the model directory has no tokenizer files; training needs one")
     return resumed, model, tokenizer
