@@ -24,8 +24,15 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
         return None
     sens = meta.get("sensitivity") or {}
     kept = list(meta.get("kept_fp32") or ())
+    raises = _runtime(name).mixes_int16
+    if raises:  # an integer NPU: raise groups to 16-bit activations instead of moving them off the chip
+        kept = list(meta.get("int16") or ())
     worst = [g for g in ranked(sens) if g not in kept][:2]
-    if worst:
+    if raises:
+        hint = (f"--int16 {','.join(kept + worst)} (the groups that cost most alone at 8-bit, see the report)" if worst
+                else "--keep-fp32 auto (raises the costliest groups to 16-bit activations until the decisions hold), "
+                     "or --precision int16")
+    elif worst:
         hint = f"--keep-fp32 {','.join(kept + worst)} (the groups that cost most alone, see the report)"
     else:
         hint = ("--keep-fp32 auto (keeps the costliest groups in float until the decisions hold), or --sensitivity "
@@ -57,6 +64,7 @@ def next_group(sens: dict, kept: tuple[str, ...]) -> str | None:
 
 def quant_facts(meta: dict) -> dict:
     """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
-    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "kept_by_default", "sensitivity", "auto_keep")
+    keys = ("quantization", "calibration", "calibration_method", "kept_fp32", "kept_by_default", "int16",
+            "int16_by_default", "cost", "sensitivity", "auto_keep")
     facts = {k: meta[k] for k in keys if k in meta}
     return {"quant": facts} if facts else {}

@@ -127,18 +127,25 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
             break
         shutil.rmtree(art)  # decisions lost: the artifact is not written (it only ever lived in the staging dir)
         kept = tuple(spec.options.get("keep_fp32", ()))
-        tried.append({"kept_fp32": list(kept), "decision_agreement": refusal["decision_agreement"],
-                      "max_abs_logit_diff": refusal["max_abs_logit_diff"], "sensitivity": meta.get("sensitivity", {})})
-        nxt = next_group(meta.get("sensitivity") or {}, kept) if cfg.quant.auto_keep else None
+        raises = get_runtime(name).mixes_int16  # an integer NPU raises groups to 16-bit rather than leave the chip
+        raised = tuple(meta.get("int16") or ())
+        tried.append({"kept_fp32": list(kept), **({"int16": list(raised)} if raises else {}),
+                      "decision_agreement": refusal["decision_agreement"],
+                      "max_abs_logit_diff": refusal["max_abs_logit_diff"], **({"cost": meta["cost"]} if "cost" in meta
+                                                                                else {}),
+                      "sensitivity": meta.get("sensitivity", {})})
+        nxt = next_group(meta.get("sensitivity") or {}, raised if raises else kept) if cfg.quant.auto_keep else None
         if nxt is None:
             if cfg.quant.auto_keep:
                 refusal["reason"] += f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group in float)"
                 refusal["auto_keep"] = _rounds(tried)
             progress(f"{name}: refused: {refusal['reason']}")
             return {prec: refusal}
-        progress(f"{name}: decisions {refusal['decision_agreement']:.2%} < {cfg.quant.min_agreement:.2%}; keeping {nxt} "
-                 f"in fp32 too (--keep-fp32 auto)")
-        spec = dataclasses.replace(spec, options={**spec.options, "keep_fp32": [*kept, nxt], "sensitivity": False})
+        change = {"int16": [*raised, nxt]} if raises else {"keep_fp32": [*kept, nxt]}
+        progress(f"{name}: decisions {refusal['decision_agreement']:.2%} < {cfg.quant.min_agreement:.2%}; "
+                 f"{f'raising {nxt} to 16-bit activations' if raises else f'keeping {nxt} in fp32 too'} "
+                 "(--keep-fp32 auto)")
+        spec = dataclasses.replace(spec, options={**spec.options, **change, "sensitivity": False})
     if tried:
         meta["auto_keep"] = _rounds(tried)
     manifest.parity, manifest.latency = figs, {"shape": list(cfg.shapes.largest), **lat}
@@ -202,6 +209,11 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         able = [n for n in runtime_names() if get_runtime(n).measures_sensitivity]
         raise ConfigError(f"--keep-fp32 {','.join(cfg.quant.fixed_keep)}: {', '.join(lacking)} cannot leave "
                           f"quantisation groups in float; runtimes that can: {', '.join(able)}")
+    unmixed = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS and not get_runtime(n).mixes_int16]
+    if cfg.quant.int16 and unmixed:
+        raise ConfigError(f"--int16 {','.join(cfg.quant.int16)}: {', '.join(unmixed)} cannot mix 8- and 16-bit "
+                          f"activations in one graph; runtimes that can: {', '.join(runtime_names(mixes_int16=True))} "
+                          "(elsewhere: --keep-fp32 GROUPS leaves groups in float)")
     static_only = [n for n, s in specs.items() if s.precision == "int8" and not get_runtime(n).quantizes_dynamic]
     if cfg.quant.mode == "dynamic" and static_only:
         able = runtime_names(quantizes_dynamic=True)

@@ -92,6 +92,11 @@ def port_markdown(r: dict) -> str:
             by_default = v["quant"].get("kept_by_default") or []
             lines += ["", f"**{b} {prec}** left in float: {', '.join(kept)}" + (
                 f" ({', '.join(by_default)} by default; `--keep-fp32 none` quantises every group)" if by_default else "") + "."]
+    for b, prec, v, raised in _quant_entries(r, "int16"):
+        if not v.get("refused") and not v["quant"].get("auto_keep") and raised != ["all"]:
+            by_default = v["quant"].get("int16_by_default") or []
+            lines += ["", f"**{b} {prec}** 16-bit activations (weights 8-bit) in: {', '.join(raised)}" + (
+                f" (the {b} default recipe; `--int16 none` keeps every group at 8 bits)" if by_default else "") + "."]
     lines += _auto_keep_lines(r)
     lines += _sensitivity_lines(r)
     lines += _npu_lines(r)
@@ -113,6 +118,9 @@ def _auto_keep_lines(r: dict) -> list[str]:
     """The rounds of `--keep-fp32 auto`: what was kept in float and what the decisions were each time."""
     out = []
     for b, prec, v, rounds in _quant_entries(r, "auto_keep"):
+        if "int16" in rounds[0]:  # an integer NPU: groups were raised to 16-bit, with their cost on the target
+            out += _raised_rounds(b, prec, v, rounds)
+            continue
         final = "refused" if v.get("refused") else f"written: {v['decision_agreement']:.2%} keeping " + (
             ", ".join(v["quant"]["kept_fp32"]) or "nothing") + " in fp32"
         out += ["", f"## {b} ({prec}): --keep-fp32 auto — {len(rounds)} round(s) below the bar, then {final}", "",
@@ -122,11 +130,29 @@ def _auto_keep_lines(r: dict) -> list[str]:
     return out
 
 
+def _raised_rounds(b: str, prec: str, v: dict, rounds: list[dict]) -> list[str]:
+    quant = v.get("quant") or {}
+    final = "refused" if v.get("refused") else f"written: {v['decision_agreement']:.2%} with 16-bit activations in " + (
+        ", ".join(quant.get("int16") or []) or "nothing")
+    rows = [*rounds] + ([] if v.get("refused") else [{**quant, "decision_agreement": v["decision_agreement"],
+                                                      "max_abs_logit_diff": v["max_abs_logit_diff"]}])
+    out = ["", f"## {b} ({prec}): --keep-fp32 auto — {len(rounds)} round(s) below the bar, then {final}", "",
+           "| 16-bit activations in | decision agreement | max abs Δlogit | context MB | host ops |", "|---|---|---|---|---|"]
+    for t in rows:
+        cost = t.get("cost") or {}
+        out.append(f"| {', '.join(t.get('int16') or []) or '—'} | {t['decision_agreement']:.2%} | "
+                   f"{_f(t['max_abs_logit_diff'])} | {cost.get('context_mb', '—')} | "
+                   f"{', '.join(cost.get('host_ops') or []) or 'none'} |")
+    return out
+
+
 def _sensitivity_lines(r: dict) -> list[str]:
     """Per quantisation group, what quantising it alone costs (`port --sensitivity`)."""
     out = []
     for b, prec, _, sens in _quant_entries(r, "sensitivity"):
-        out += ["", f"## {b} ({prec}): sensitivity — each group quantised alone, the rest in float", "",
+        alone = ("alone at 8-bit, the rest at 16-bit, on the " + next(iter(sens.values()))["judged_on"]
+                 if "judged_on" in next(iter(sens.values()), {}) else "quantised alone, the rest in float")
+        out += ["", f"## {b} ({prec}): sensitivity — each group {alone}", "",
                 "| group | max abs Δlogit | decision agreement |", "|---|---|---|"]
         out += [f"| {g} | {_f(x['max_abs_logit_diff'])} | {x['decision_agreement']:.2%} |"
                 for g, x in sorted(sens.items(), key=lambda kv: -kv[1]["max_abs_logit_diff"])]

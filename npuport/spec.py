@@ -68,6 +68,9 @@ DEFAULT_KEEP = ("ffn_out",)
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 # Group names `--keep-fp32` takes besides layer.N (N = a transformer layer index); runtimes/_quantize.py finds them
 NAMED_GROUPS = ("embeddings", "attention", "head", "ffn_out")
+# Groups by role across layers that integer NPUs (qnn, ethos-u) can raise to 16-bit activations (`--int16`): the ops
+# whose int8 error flips decisions in transformers (onnxruntime#9599, optimum#151: LayerNorm, GELU, the residual path)
+ROLE_GROUPS = ("layernorm", "gelu")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,13 +82,17 @@ class QuantOptions:
     keep_fp32: quantisation groups left in float (embeddings, attention, head, ffn_out, layer.N); "auto" among them: measure
     every group's cost and keep the costliest in float, one at a time, until min_agreement holds (npuport/gate.py).
     None (the default): DEFAULT_KEEP where the runtime and the model have it; () or ("none",): quantise every group.
-    sensitivity: measure every group's cost alone and record it in the manifest and report."""
+    sensitivity: measure every group's cost alone and record it in the manifest and report.
+    int16: groups whose activations are 16-bit (weights stay 8-bit) on runtimes that mix precisions in one integer
+    graph (qnn, ethos-u); None: the runtime's own default recipe (`Runtime.default_int16`), () or ("none",): none.
+    There `--keep-fp32 auto` raises groups to 16-bit instead of moving them to float on the host."""
 
     method: str = "minmax"
     mode: str = "static"
     keep_fp32: tuple[str, ...] | None = None
     sensitivity: bool = False
     min_agreement: float = 0.995
+    int16: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if self.method not in CALIBRATION_METHODS:
@@ -96,9 +103,16 @@ class QuantOptions:
             if len(self.keep_fp32) > 1:
                 raise ConfigError(f"--keep-fp32 {','.join(self.keep_fp32)}: none quantises every group; name it alone")
             object.__setattr__(self, "keep_fp32", ())
+        if self.int16 is not None and "none" in self.int16:
+            if len(self.int16) > 1:
+                raise ConfigError(f"--int16 {','.join(self.int16)}: none keeps every group at 8 bits; name it alone")
+            object.__setattr__(self, "int16", ())
         for g in self.keep_fp32 or ():
             if g != "auto" and g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
                 raise ConfigError(f"--keep-fp32 {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
+        for g in self.int16 or ():
+            if g not in NAMED_GROUPS + ROLE_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
+                raise ConfigError(f"--int16 {g!r}: name {', '.join(NAMED_GROUPS + ROLE_GROUPS)} or layer.N")
         if not 0.0 <= self.min_agreement <= 1.0:
             raise ConfigError(f"--min-agreement {self.min_agreement}: give a share between 0 and 1, e.g. 0.995")
         if self.auto_keep and (self.min_agreement <= 0 or self.mode != "static"):
@@ -121,7 +135,8 @@ class QuantOptions:
 
     def options(self) -> dict:
         return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.fixed_keep),
-                "keep_fp32_default": list(self.default_keep), "sensitivity": self.sensitivity or self.auto_keep}
+                "keep_fp32_default": list(self.default_keep), "sensitivity": self.sensitivity or self.auto_keep,
+                "int16": None if self.int16 is None else list(self.int16)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -148,14 +148,18 @@ def test_openvino_measures_sensitivity_with_nncf_and_auto_keeps_nothing_when_dec
 
 
 def test_keep_fp32_auto_needs_a_runtime_that_measures_sensitivity(tiny_model_dir, eval_jsonl, tmp_path, capsys):
-    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "qnn", "--eval-data", str(eval_jsonl),
+    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "ethos-u", "--eval-data", str(eval_jsonl),
                  "--keep-fp32", "auto") == 2
     err = capsys.readouterr().err
-    assert "qnn cannot" in err and "onnxruntime" in err and not (tmp_path / "q").exists()
-    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "qnn", "--eval-data", str(eval_jsonl),
-                 "--keep-fp32", "ffn_out") == 2  # named groups too: qnn would quantise them anyway
+    assert "ethos-u cannot" in err and "onnxruntime" in err and "qnn" in err and not (tmp_path / "q").exists()
+    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "ethos-u", "--eval-data", str(eval_jsonl),
+                 "--keep-fp32", "ffn_out") == 2  # named groups too: ethos-u would quantise them anyway
     err = capsys.readouterr().err
-    assert "--keep-fp32 ffn_out: qnn cannot leave" in err and not (tmp_path / "q").exists()
+    assert "--keep-fp32 ffn_out: ethos-u cannot leave" in err and not (tmp_path / "q").exists()
+    assert _port(tiny_model_dir, tmp_path / "q", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--int16", "layernorm") == 2  # mixing 8- and 16-bit activations is the integer NPUs'
+    err = capsys.readouterr().err
+    assert "--int16 layernorm: onnxruntime cannot mix" in err and "qnn" in err and not (tmp_path / "q").exists()
     assert _port(tiny_model_dir, tmp_path / "z", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--keep-fp32", "auto", "--min-agreement", "0") == 2
     assert "above 0" in capsys.readouterr().err

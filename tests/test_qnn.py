@@ -156,3 +156,77 @@ def test_detector_fine_tuned_on_the_htp_follows_the_eager_control(tiny_model_dir
     with torch.no_grad():
         logits = trained(ids, torch.ones_like(ids))
     assert logits.shape == (1, 2) and torch.isfinite(logits).all()
+
+
+@pytest.fixture(scope="module")
+def varied_model(tmp_path_factory):
+    """test_int8's fixed-vocabulary model with weights drawn 25x wider: on the HTP simulator its int8 decisions
+    depend on which groups run at 16 bits (measured: layernorm alone at 16-bit 97.5 % of 40 rows, all 8-bit 100 %)."""
+    from test_int8 import _fixed_vocab_model
+
+    return _fixed_vocab_model(tmp_path_factory, initializer_range=0.5)
+
+
+def _qnn_meta(out):
+    (art,) = find_artifacts(out)
+    m = json.loads((art / "manifest.json").read_text())
+    return m, m["runtime"]["meta"]
+
+
+def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+    """P13: int8 weights everywhere, 16-bit activations in the named groups; without --int16 the runtime's default
+    recipe, recorded as such; the groups must exist and only integer NPUs take the flag."""
+    from npuport.runtimes.qnn import QnnRuntime
+
+    base = ["-q", "port", str(tiny_model_dir), "--seq-len", "16", "--backend", "qnn", "--precision", "int8",
+            "--eval-data", str(eval_jsonl), "--min-agreement", "0", "--bench-runs", "1"]
+    assert main([*base, "-o", str(tmp_path / "d")]) == 0
+    m, meta = _qnn_meta(tmp_path / "d")
+    assert meta["int16"] == meta["int16_by_default"] == list(QnnRuntime.default_int16)
+    assert f"QUInt16 in {', '.join(QnnRuntime.default_int16)}" in meta["quantization"]
+    assert meta["cost"]["context_mb"] > 0 and meta["cost"]["host_ops"] == [] and meta["whole_graph_on_npu"]
+    assert main([*base, "-o", str(tmp_path / "n"), "--int16", "none"]) == 0
+    _, meta = _qnn_meta(tmp_path / "n")
+    assert meta["int16"] == [] and "QUInt16" not in meta["quantization"]
+    assert main([*base, "-o", str(tmp_path / "g"), "--int16", "gelu,ffn_out,head", "--sensitivity"]) == 0
+    m, meta = _qnn_meta(tmp_path / "g")
+    assert meta["int16"] == ["gelu", "ffn_out", "head"] and meta["int16_by_default"] == []
+    assert meta["whole_graph_on_npu"] and m["parity"]["data"]["n"] == 12
+    # --sensitivity: each group alone at 8-bit (the rest at 16) on the simulator itself
+    sens = meta["sensitivity"]
+    assert set(sens) == {"embeddings", "layernorm", "attention", "gelu", "ffn_out", "head"}
+    assert all(v["judged_on"] == "simulator" and 0 < v["rows"] <= 16 and 0 <= v["decision_agreement"] <= 1
+               and v["max_abs_logit_diff"] > 0 for v in sens.values())
+    report = (tmp_path / "g" / "report.md").read_text()
+    assert "16-bit activations (weights 8-bit) in: gelu, ffn_out, head." in report
+    assert "each group alone at 8-bit, the rest at 16-bit, on the simulator" in report
+    capsys.readouterr()
+    assert main([*base, "-o", str(tmp_path / "x"), "--int16", "layer.9"]) == 2  # the tiny model has 3 layers
+    err = capsys.readouterr().err
+    assert "--int16 layer.9: this model has no such group" in err and "layernorm" in err
+    assert not (tmp_path / "x").exists()
+    assert main([*base, "-o", str(tmp_path / "x"), "--int16", "softmaxx"]) == 2
+    assert "--int16 'softmaxx'" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_keep_fp32_auto_raises_the_costliest_groups_to_16_bit_on_the_htp(varied_model, tmp_path):
+    """--keep-fp32 auto on an integer NPU: the decisions are judged on the simulator; a refused round raises the
+    costliest group (by its sensitivity, measured on the simulator) to 16-bit activations, not to float on the host,
+    and each round is recorded with its decision figure and its cost on the target."""
+    model, rows = varied_model
+    out = tmp_path / "o"
+    assert main(["-q", "port", str(model), "-o", str(out), "--seq-len", "32", "--backend", "qnn", "--precision", "int8",
+                 "--eval-data", str(rows), "--min-agreement", "1", "--int16", "layernorm", "--keep-fp32", "auto",
+                 "--bench-runs", "1"]) == 0
+    m, meta = _qnn_meta(out)
+    rounds = meta["auto_keep"]
+    assert rounds[0]["int16"] == ["layernorm"] and rounds[0]["decision_agreement"] < 1
+    assert all(r["cost"]["context_mb"] > 0 and r["kept_fp32"] == [] for r in rounds)
+    assert meta["int16"][:-1] == rounds[-1]["int16"] and len(meta["int16"]) == len(rounds) + 1  # one more per round
+    sens = meta["sensitivity"]
+    order = [g for g in sorted(sens, key=lambda g: (sens[g]["decision_agreement"], -sens[g]["max_abs_logit_diff"]))
+             if g != "layernorm"]
+    assert meta["int16"][1:] == order[:len(rounds)]  # raised in the order the simulator's sensitivity gives
+    assert meta["kept_fp32"] == [] and meta["whole_graph_on_npu"]  # nothing left the NPU
+    assert m["parity"]["data"]["decision_agreement"] == 1.0
+    assert "--keep-fp32 auto" in (out / "report.md").read_text()

@@ -85,7 +85,7 @@ def register(sub) -> None:
 def _add_integer_flags(p) -> None:
     """What port takes for integer precisions; bench takes it too, for the model it ports before timing."""
     from ..runtimes import get_runtime, runtime_names
-    from ..spec import CALIBRATION_METHODS, DEFAULT_KEEP, NAMED_GROUPS
+    from ..spec import CALIBRATION_METHODS, DEFAULT_KEEP, NAMED_GROUPS, ROLE_GROUPS
 
     grouped = ", ".join(runtime_names(measures_sensitivity=True))
     calibrating = ", ".join(n for n in runtime_names() if len(get_runtime(n).calibration_methods) > 1)
@@ -103,6 +103,12 @@ def _add_integer_flags(p) -> None:
                         "measure each group's cost and keep the costliest in float, one at a time, until "
                         "--min-agreement holds; none: quantise every group. Default: "
                         f"{','.join(DEFAULT_KEEP)} (static int8/int16 on runtimes that keep groups: {grouped})")
+    mixing = ", ".join(runtime_names(mixes_int16=True))
+    q.add_argument("--int16", type=csv_list("int16"), default=None, metavar="GROUPS",
+                   help=f"integer NPUs ({mixing}): run these groups with 16-bit activations, weights still 8-bit: "
+                        f"{', '.join(NAMED_GROUPS + ROLE_GROUPS)}, layer.N (comma-separated); none: every group at "
+                        "8 bits. Default: each NPU's recipe (recorded in the manifest); there --keep-fp32 auto raises "
+                        "the costliest groups to 16-bit until --min-agreement holds")
     q.add_argument("--sensitivity", action="store_true",
                    help="quantise each group alone and record what it costs (report.md): which to keep in fp32")
     q.add_argument("--min-agreement", type=float, default=0.995, metavar="SHARE",
@@ -114,7 +120,7 @@ def _quant(args):
     from ..spec import QuantOptions
 
     return QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
-                        sensitivity=args.sensitivity, min_agreement=args.min_agreement)
+                        sensitivity=args.sensitivity, min_agreement=args.min_agreement, int16=args.int16)
 
 
 def _buckets(text: str):

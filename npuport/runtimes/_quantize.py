@@ -101,11 +101,49 @@ def node_groups(path: Path) -> dict[str, list[str]]:
     return dict(sorted(groups.items(), key=lambda kv: _order(kv[0])))
 
 
+def role_of(node) -> str | None:
+    """The role group (spec.ROLE_GROUPS) of a node: every LayerNorm, every FFN activation (GELU, its tanh / erf
+    forms, GeGLU's gate)."""
+    if node.op_type in ("LayerNormalization", "SimplifiedLayerNormalization", "SkipLayerNormalization"):
+        return "layernorm"
+    if node.op_type in ("Gelu", "FastGelu", "BiasGelu") or any(s.endswith(("act_fn", ".act", "activation_fn"))
+                                                                for s in _scopes(node)):
+        return "gelu"
+    return None
+
+
+def npu_groups(path: Path) -> dict[str, list[str]]:
+    """The groups an integer NPU can raise to 16-bit activations: node_groups' groups plus the role groups."""
+    import onnx
+
+    groups = node_groups(path)
+    for n in onnx.load(str(path), load_external_data=False).graph.node:
+        r = role_of(n)
+        if r is not None:
+            groups.setdefault(r, []).append(n.name)
+    return dict(sorted(groups.items(), key=lambda kv: _order(kv[0])))
+
+
+def activation_tensors(path: Path, nodes: list[str]) -> list[str]:
+    """The activations (not weights, constants or graph inputs) that `nodes` read and write: what a 16-bit
+    override names (its weights stay 8-bit)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    fixed = {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
+    fixed |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
+    wanted, names = set(nodes), set()
+    for n in model.graph.node:
+        if n.name in wanted:
+            names.update(t for t in (*n.input, *n.output) if t and t not in fixed)
+    return sorted(names)
+
+
 def _order(group: str):
-    rank = {"embeddings": 0, "attention": 2, "ffn_out": 3, "head": 4}
+    rank = {"embeddings": 0, "layernorm": 2, "attention": 3, "gelu": 4, "ffn_out": 5, "head": 6}
     if group.startswith("layer."):
         return (1, int(group.split(".")[1]))
-    return (rank.get(group, 5), 0)
+    return (rank.get(group, 7), 0)
 
 
 def check_keep(keep: tuple[str, ...], groups: dict[str, list[str]]) -> None:

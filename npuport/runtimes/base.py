@@ -172,6 +172,11 @@ class Runtime:
     train_precisions: ClassVar[tuple[str, ...]] = ("fp32",)
     # int8: measures each quantisation group's cost alone (`port --sensitivity`, `--keep-fp32 auto`)
     measures_sensitivity: ClassVar[bool] = False
+    # Integer NPUs that mix 8- and 16-bit activations in one graph (weights 8-bit): `--int16 GROUPS` raises groups,
+    # and `--keep-fp32 auto` raises the costliest to 16-bit instead of moving them to float on the host.
+    # default_int16: the int8 recipe used when --int16 is not given (measured on the demo detector; in the manifest).
+    mixes_int16: ClassVar[bool] = False
+    default_int16: ClassVar[tuple[str, ...]] = ()
     # how `train/` runs a step here: "graph" (the step graphs through open_graph), "torch" (PyTorch itself, on
     # devices[0]), "mixed" (a 16-bit gradient graph through open_step_graph, the AdamW update in fp32 on the host)
     step_runner: ClassVar[str] = "graph"

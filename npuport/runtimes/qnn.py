@@ -96,6 +96,12 @@ class QnnRuntime(Runtime):
     train_precisions = ("fp16",)
     step_runner = "mixed"
     partitions = True
+    measures_sensitivity = True  # on the HTP simulator itself, per group (_sensitivity)
+    mixes_int16 = True
+    # Every LayerNorm's input and output at 16 bits: those tensors are the residual stream, whose outlier channels
+    # take one per-tensor 8-bit scale (measured on the MiniLM demo detector, 40 test rows on the HTP simulator:
+    # all 8-bit 95 %, layernorm at 16-bit 100 %, softmax / gelu / ffn_out / head alone 90-97.5 %; benchmarks/npu_port.py)
+    default_int16 = ("layernorm",)
     distributions = ("onnxruntime-qnn",)
     # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
     # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
@@ -131,9 +137,14 @@ class QnnRuntime(Runtime):
             ctx = out / f"qnn_{b}x{t}.onnx"
             ort.InferenceSession(str(src), _options(spec.precision, {"batch": b, "seq": t}, context=ctx))  # writes ctx
             fallback[f"{b}x{t}"] = host_ops(ctx)
+        context_mb = sum(f.stat().st_size for f in out.glob("qnn_*")) / 2**20
+        host = sorted({op for v in fallback.values() for op in v} - IO_OPS)
         return {"format": "qnn-context-binary", "backend": "HTP", "options": HTP_OPTIONS,
                 "executes_on": "HTP simulator (x86)" if on_simulator() else "HTP",
-                "host_ops": fallback, "whole_graph_on_npu": all(set(v) <= IO_OPS for v in fallback.values()), **quant}
+                "host_ops": fallback, "whole_graph_on_npu": all(set(v) <= IO_OPS for v in fallback.values()),
+                # what a recipe costs on this target (recorded per --keep-fp32 auto round): the context binaries'
+                # size (weights + the HTP's compiled graph) and the compute ops left to the host CPU
+                "cost": {"context_mb": round(context_mb, 2), "host_ops": host}, **quant}
 
 
     def open_step_graph(self, path: Path):
@@ -170,26 +181,116 @@ class QnnRuntime(Runtime):
                 "host_ops": {op: graph_ops.get(op, 0) for op in host}, "rejected": [], "per_shape": per_shape}
 
 
-def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
-    """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
-    the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU."""
-    from onnxruntime.quantization import QuantType, quantize
-    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config, qnn_preprocess_model
+SENSITIVITY_ROWS = 16  # calibration rows each group's sensitivity run takes through the HTP simulator
 
-    from ._quantize import CalibrationReader, attention_mask_nodes, calibration_feeds
 
-    work = captured.workdir / f"qnn_{spec.precision}"
+def _prepared(src: Path, captured, spec) -> tuple[Path, list[dict], dict[str, list[str]]]:
+    """Qualcomm's preprocessing (LayerNorm / GELU fusion), the calibration feeds and the graph's groups."""
+    from onnxruntime.quantization.execution_providers.qnn import qnn_preprocess_model
+
+    from ._quantize import calibration_feeds, npu_groups
+
+    work = captured.workdir / "qnn_pre"
     work.mkdir(parents=True, exist_ok=True)
     pre = work / "pre.onnx"
-    if not qnn_preprocess_model(str(src), str(pre)):
+    if not pre.exists() and not qnn_preprocess_model(str(src), str(pre)):
         pre = src  # nothing to fuse
-    feeds = calibration_feeds(captured, spec)
-    act = QuantType.QUInt16 if spec.precision == "int16" else QuantType.QUInt8
-    keep = attention_mask_nodes(pre)
+    return pre, calibration_feeds(captured, spec), npu_groups(pre)
+
+
+def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, base: str, other: tuple[str, ...],
+                    host: tuple[str, ...] = ()):
+    """QDQ for the HTP: 8-bit weights; activations `base` bits ("8" or "16"), the groups in `other` at the other
+    width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors (add_qtype_converts). `host`:
+    groups left in float, which the HTP (integer graph, no fp16 here) leaves to the host CPU."""
+    from onnxruntime.quantization import QuantType, quantize
+    from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
+
+    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes
+
+    act, flip = ((QuantType.QUInt16, QuantType.QUInt8) if base == "16" else (QuantType.QUInt8, QuantType.QUInt16))
+    keep = attention_mask_nodes(pre) + [n for g in host for n in groups[g]]
+    nodes = [n for g in other for n in groups[g]]
+    overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes)}
     config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
-                                nodes_to_exclude=keep)
+                                nodes_to_exclude=keep, init_overrides=overrides or None)
+    quantize(str(pre), str(dst), config)
+    return keep
+
+
+def _raised(spec, groups: dict) -> tuple[list[str], list[str]]:
+    """(the groups at 16-bit activations, those of them from the default recipe): --int16 as given, else
+    QnnRuntime.default_int16 (where the model has the group) for int8; int16 raises everything anyway."""
+    from ..errors import ConfigError
+
+    named = spec.options.get("int16")
+    if named is not None:
+        unknown = [g for g in named if g not in groups]
+        if unknown:
+            raise ConfigError(f"--int16 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
+        return list(named), []
+    if spec.precision != "int8":
+        return [], []
+    default = [g for g in QnnRuntime.default_int16 if g in groups]
+    return default, default
+
+
+def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
+    """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
+    the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU. int8:
+    8-bit activations except the groups raised to 16-bit (`--int16`, or the default recipe); int16: all 16-bit."""
+    from ._quantize import check_keep
+
+    pre, feeds, groups = _prepared(src, captured, spec)
+    raised, by_default = _raised(spec, groups)
+    host = tuple(spec.options.get("keep_fp32") or ())  # named only: the float default (ffn_out) is for CPU runtimes
+    check_keep(host, groups)
+    work = captured.workdir / f"qnn_{spec.precision}"
+    work.mkdir(parents=True, exist_ok=True)
     qdq = work / "model.onnx"
-    quantize(str(pre), str(qdq), config)
-    return qdq, {"quantization": f"QDQ static: activations {act.name}, weights QUInt8 (MinMax calibration); "
-                                 f"{len(keep)} attention-mask nodes kept in float",
-                 "calibration": spec.calibration_source, "calibration_batches": len(feeds)}
+    for f in work.glob("model.onnx*"):  # --keep-fp32 auto quantises again with another recipe
+        f.unlink()
+    base = "16" if spec.precision == "int16" else "8"
+    keep = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
+                           host=host)
+    act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
+    meta = {"quantization": f"QDQ static: activations {act}, weights QUInt8 (MinMax calibration); "
+                            f"{len(keep)} nodes kept in float (the attention mask{', ' + ', '.join(host) if host else ''})",
+            "kept_fp32": list(host),
+            "calibration": spec.calibration_source, "calibration_batches": len(feeds),
+            "int16": raised if base == "8" else ["all"], "int16_by_default": by_default}
+    if spec.options.get("sensitivity") and base == "8":
+        meta["sensitivity"] = _sensitivity(captured, spec, pre, feeds, groups)
+    return qdq, meta
+
+
+def _sensitivity(captured, spec, pre: Path, feeds: list[dict], groups: dict) -> dict:
+    """Per group, judged on the HTP simulator itself: every activation at 16 bits except this group's at 8, against
+    the float graph, on up to SENSITIVITY_ROWS calibration rows at the smallest shape. The groups that lose most
+    decisions (then move logits most) alone at 8-bit are the ones to raise first (`--keep-fp32 auto`)."""
+    import tempfile
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from ._quantize import agreement
+
+    b, t = spec.shapes.shapes()[0]
+    rows = [f for f in feeds if f["input_ids"].shape == (b, t)][:SENSITIVITY_ROWS]
+    ref = np.concatenate([ort.InferenceSession(str(pre), providers=["CPUExecutionProvider"]).run(None, f)[0]
+                          for f in rows])
+    res = {}
+    names = [g for g in groups if not g.startswith("layer.")]  # roles, not places: a handful of simulator runs
+    with tempfile.TemporaryDirectory(prefix="npuport-qnn-sens-", dir=captured.workdir) as tmp:
+        for g in names:
+            d = Path(tmp) / g
+            d.mkdir()
+            _quantize_mixed(pre, d / "q.onnx", feeds, groups, base="16", other=(g,))
+            ctx = d / "ctx.onnx"
+            ort.InferenceSession(str(d / "q.onnx"), _options("int8", {"batch": b, "seq": t}, context=ctx))
+            sess = ort.InferenceSession(str(ctx), _options("int8"))
+            got = np.concatenate([sess.run(None, f)[0] for f in rows])
+            agree, dl = agreement(ref, got, captured.task)
+            res[g] = {"max_abs_logit_diff": dl, "decision_agreement": agree, "rows": len(rows), "judged_on": "simulator"
+                      if on_simulator() else "HTP"}
+    return res
