@@ -18,6 +18,7 @@ import contextlib
 import csv
 import json
 import logging
+import re
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -25,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import ArtifactError
+from ..errors import ArtifactError, ConfigError
 from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
@@ -164,7 +165,58 @@ class EthosUSession(ShapeSession):
             return program(ids, mask)[0].float().numpy()
 
 
-def _quantize(export, module, example, calib, eu_spec, precision: str):
+_ATTENTION = re.compile(r"\.(attention|attn|self_attn)$")
+
+
+def module_groups(module: torch.nn.Module) -> dict[str, list[tuple[str, object]]]:
+    """The quantisation groups of a module as ExecuTorch's quantizer selects them: group -> [("name", FQN) |
+    ("type", module class)]. Same names as the ONNX runtimes' groups (runtimes/_quantize.py), found from the module
+    tree instead of the exporter's name scopes."""
+    from ._quantize import _LAYER, FFN_OUT
+
+    groups: dict[str, list] = {}
+
+    def add(g, item):
+        if item not in groups.setdefault(g, []):
+            groups[g].append(item)
+
+    for name, m in module.named_modules():
+        cls = type(m)
+        if cls.__name__.endswith(("LayerNorm", "RMSNorm")):
+            add("layernorm", ("type", cls))
+        elif "GELU" in cls.__name__.upper() and not list(m.children()):
+            add("gelu", ("type", cls))
+        if name.endswith(".embeddings"):
+            add("embeddings", ("name", name))
+        elif _ATTENTION.search(name):
+            add("attention", ("name", name))
+        elif FFN_OUT.search(name):
+            add("ffn_out", ("name", name))
+        elif name.endswith((".head", ".classifier", ".pooler")) and name.count(".") <= 2:
+            add("head", ("name", name))
+        layer = _LAYER.search(name)
+        if layer:
+            add(f"layer.{layer.group(1) or layer.group(2)}", ("name", name))
+    return groups
+
+
+def raised_groups(spec, groups: dict) -> tuple[list[str], list[str]]:
+    """(groups at 16-bit activations, those of them by default): --int16 as given, else default_int16 for int8."""
+    named = spec.options.get("int16")
+    if named is not None:
+        unknown = [g for g in named if g not in groups]
+        if unknown:
+            raise ConfigError(f"--int16 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
+        return list(named), []
+    if spec.precision != "int8":
+        return [], []
+    default = [g for g in EthosURuntime.default_int16 if g in groups]
+    return default, default
+
+
+def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = ()):
+    """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
+    8-bit weights) through the quantizer's per-module configs."""
     from executorch.backends.arm.quantizer import (
         EthosUQuantizer,
         get_symmetric_a16w8_quantization_config,
@@ -175,8 +227,12 @@ def _quantize(export, module, example, calib, eu_spec, precision: str):
     # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape
     m = export(module, example).module(check_guards=False)
     q = EthosUQuantizer(eu_spec)
-    q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True) if precision == "int16"
-                 else get_symmetric_quantization_config(is_per_channel=True))
+    a16w8 = get_symmetric_a16w8_quantization_config(is_per_channel=True)
+    q.set_global(a16w8 if precision == "int16" else get_symmetric_quantization_config(is_per_channel=True))
+    groups = module_groups(module) if raised else {}
+    for g in raised:
+        for kind, what in groups[g]:
+            (q.set_module_type if kind == "type" else q.set_module_name)(what, a16w8)
     prepared = prepare_pt2e(m, q)
     with torch.no_grad():
         for ids, mask in calib:
@@ -194,7 +250,8 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     eu_spec = _compile_spec(spec.device)
     example = captured.example(shape)
     calib = captured.calibration_batches(shape, spec.calibration)
-    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision)
+    raised, _ = raised_groups(spec, module_groups(captured.static))
+    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised))
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
     with _vela_parts(work / f"{b}x{t}") as parts:
@@ -274,6 +331,8 @@ class EthosURuntime(Runtime):
     def precisions(self, device):
         return ("int8", "int16")  # Ethos-U computes in integers only; int16 = 16-bit activations, 8-bit weights
 
+    mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
+
     def preflight(self, captured, spec, work: Path):
         """ExecuTorch's Arm partitioner on the quantised edge graph (no TOSA lowering, no Vela: seconds, not
         minutes): which ops it tags for the NPU, which it leaves to the host, and its reason for each rejection."""
@@ -311,12 +370,21 @@ class EthosURuntime(Runtime):
         out.mkdir(parents=True, exist_ok=True)
         work = captured.workdir / "vela"
         per_shape = {}
+        raised, by_default = raised_groups(spec, module_groups(captured.static))  # an unknown group: before any work
         with warnings.catch_warnings(), _quiet():
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
-        return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}, "
-                "symmetric, per-channel weights", "calibration": spec.calibration_source,
+        mixed = f" (a16w8 in {', '.join(raised)})" if raised and spec.precision == "int8" else ""
+        cost = {"cycles": sum(v["cycles"] for v in per_shape.values()),
+                "sram_kib": max(x["sram_kib"] for v in per_shape.values() for x in v["vela"]),
+                "host_ops": sorted({op for v in per_shape.values() for op in v["host_ops"]} - IO_OPS)}
+        return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}"
+                f"{mixed}, symmetric, per-channel weights", "calibration": spec.calibration_source,
+                "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
+                # what a recipe costs on this target (per --keep-fp32 auto round): Vela's cycles over every shape,
+                # the most SRAM one partition takes, and the compute ops left to the host
+                "cost": cost,
                 "executes_on": "TOSA reference model (the .tosa handed to Vela) + host ops in PyTorch",
                 "whole_graph_on_npu": all(v["partitions"] == 1 and set(v["host_ops"]) <= IO_OPS
                                           for v in per_shape.values()),
