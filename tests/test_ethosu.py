@@ -106,7 +106,8 @@ def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_
     the rest int8, in the same Vela program; its cost on the target against the all-int8 port of the same model."""
     out = tmp_path / "o"
     assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
-                 "--eval-data", str(eval_jsonl), "--bench-runs", "1", "--int16", "layernorm,ffn_out"]) == 0
+                 "--eval-data", str(eval_jsonl), "--bench-runs", "1", "--int16", "layernorm,ffn_out",
+                 "--sensitivity"]) == 0
     (art,) = find_artifacts(out)
     m = json.loads((art / "manifest.json").read_text())
     meta, int8 = m["runtime"]["meta"], ported[2]["runtime"]["meta"]
@@ -119,3 +120,8 @@ def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_
     # pure int8 is exact, see above): small against the quantisation drift itself
     assert shape["proof"]["fake_quant_vs_reference_max_abs"] < 0.05 < shape["proof"]["float_vs_reference_max_abs"]
     assert m["parity"]["data"]["decision_agreement"] >= 0.99
+    # --sensitivity: each group alone at int8, the rest a16w8, on the fake-quantised graph (no Vela run per group)
+    sens = meta["sensitivity"]
+    assert set(sens) == {"embeddings", "layernorm", "attention", "gelu", "ffn_out", "head"}
+    assert all(v["judged_on"] == "fake-quantised graph" and v["rows"] > 0 and v["max_abs_logit_diff"] > 0
+               for v in sens.values())

@@ -87,7 +87,7 @@ def _add_integer_flags(p) -> None:
     from ..runtimes import get_runtime, runtime_names
     from ..spec import CALIBRATION_METHODS, DEFAULT_KEEP, NAMED_GROUPS, ROLE_GROUPS
 
-    grouped = ", ".join(runtime_names(measures_sensitivity=True))
+    grouped = ", ".join(runtime_names(measures_sensitivity=True, mixes_int16=False))
     calibrating = ", ".join(n for n in runtime_names() if len(get_runtime(n).calibration_methods) > 1)
     dynamic = ", ".join(runtime_names(quantizes_dynamic=True))
     q = p.add_argument_group("integer precisions (int8, int16): calibration and the bar an artifact must clear")
@@ -101,8 +101,9 @@ def _add_integer_flags(p) -> None:
                    help=f"leave these in float: {', '.join(NAMED_GROUPS)}, layer.N (ffn_out: every layer's FFN "
                         "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
                         "measure each group's cost and keep the costliest in float, one at a time, until "
-                        "--min-agreement holds; none: quantise every group. Default: "
-                        f"{','.join(DEFAULT_KEEP)} (static int8/int16 on runtimes that keep groups: {grouped})")
+                        "--min-agreement holds (on integer NPUs: raises them to 16-bit, see --int16); none: quantise "
+                        f"every group. Default: {','.join(DEFAULT_KEEP)} (static int8/int16 on {grouped}; on integer "
+                        "NPUs a group named here runs in float on the host CPU)")
     mixing = ", ".join(runtime_names(mixes_int16=True))
     q.add_argument("--int16", type=csv_list("int16"), default=None, metavar="GROUPS",
                    help=f"integer NPUs ({mixing}): run these groups with 16-bit activations, weights still 8-bit: "

@@ -214,9 +214,11 @@ def raised_groups(spec, groups: dict) -> tuple[list[str], list[str]]:
     return default, default
 
 
-def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = ()):
+def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),
+              lowered: tuple[str, ...] = (), host: tuple[str, ...] = ()):
     """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
-    8-bit weights) through the quantizer's per-module configs."""
+    8-bit weights), those in `lowered` at int8, those in `host` unquantised (float: the partitioner leaves them to
+    the host CPU), through the quantizer's per-module configs."""
     from executorch.backends.arm.quantizer import (
         EthosUQuantizer,
         get_symmetric_a16w8_quantization_config,
@@ -228,16 +230,45 @@ def _quantize(export, module, example, calib, eu_spec, precision: str, raised: t
     m = export(module, example).module(check_guards=False)
     q = EthosUQuantizer(eu_spec)
     a16w8 = get_symmetric_a16w8_quantization_config(is_per_channel=True)
-    q.set_global(a16w8 if precision == "int16" else get_symmetric_quantization_config(is_per_channel=True))
-    groups = module_groups(module) if raised else {}
-    for g in raised:
-        for kind, what in groups[g]:
-            (q.set_module_type if kind == "type" else q.set_module_name)(what, a16w8)
+    a8w8 = get_symmetric_quantization_config(is_per_channel=True)
+    q.set_global(a16w8 if precision == "int16" else a8w8)
+    groups = module_groups(module) if raised or lowered or host else {}
+    for names, config in ((raised, a16w8), (lowered, a8w8), (host, None)):
+        for g in names:
+            for kind, what in groups[g]:
+                (q.set_module_type if kind == "type" else q.set_module_name)(what, config)
     prepared = prepare_pt2e(m, q)
     with torch.no_grad():
         for ids, mask in calib:
             prepared(ids, mask)
     return convert_pt2e(prepared)
+
+
+SENSITIVITY_ROWS = 16
+
+
+def _sensitivity(captured, spec) -> dict:
+    """Per group: every activation at 16 bits except this group's at 8, against the float model, on up to
+    SENSITIVITY_ROWS calibration rows at the smallest shape. Judged on the fake-quantised PT2E graph, which the TOSA
+    reference model reproduces (exactly at int8; within the 16-bit LayerNorm's rounding at a16w8, see the proof),
+    so no Vela compile per group; the decisions of each --keep-fp32 auto round are judged on the reference model."""
+    from ..parity import agreement
+
+    shape = spec.shapes.shapes()[0]
+    eu_spec, example = _compile_spec(spec.device), captured.example(shape)
+    calib = captured.calibration_batches(shape, spec.calibration)
+    rows = calib[:SENSITIVITY_ROWS]
+    with torch.no_grad():
+        ref = torch.cat([captured.reference(ids, mask) for ids, mask in rows]).float().numpy()
+    res = {}
+    for g in [g for g in module_groups(captured.static) if not g.startswith("layer.")]:
+        qm = _quantize(captured.export, captured.static, example, calib, eu_spec, "int16", lowered=(g,))
+        with torch.no_grad():
+            got = torch.cat([qm(ids, mask) for ids, mask in rows]).float().numpy()
+        agree, dl = agreement(ref, got, captured.task)
+        res[g] = {"max_abs_logit_diff": dl, "decision_agreement": agree, "rows": len(rows),
+                  "judged_on": "fake-quantised graph"}
+    return res
 
 
 def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
@@ -251,7 +282,8 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     example = captured.example(shape)
     calib = captured.calibration_batches(shape, spec.calibration)
     raised, _ = raised_groups(spec, module_groups(captured.static))
-    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised))
+    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised),
+                   host=tuple(spec.options.get("keep_fp32") or ()))
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
     with _vela_parts(work / f"{b}x{t}") as parts:
@@ -332,6 +364,7 @@ class EthosURuntime(Runtime):
         return ("int8", "int16")  # Ethos-U computes in integers only; int16 = 16-bit activations, 8-bit weights
 
     mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
+    measures_sensitivity = True  # per group on the fake-quantised graph (_sensitivity); auto's rounds on the reference
 
     def preflight(self, captured, spec, work: Path):
         """ExecuTorch's Arm partitioner on the quantised edge graph (no TOSA lowering, no Vela: seconds, not
@@ -370,7 +403,12 @@ class EthosURuntime(Runtime):
         out.mkdir(parents=True, exist_ok=True)
         work = captured.workdir / "vela"
         per_shape = {}
-        raised, by_default = raised_groups(spec, module_groups(captured.static))  # an unknown group: before any work
+        groups = module_groups(captured.static)
+        raised, by_default = raised_groups(spec, groups)  # an unknown group: refused before any work
+        host = list(spec.options.get("keep_fp32") or ())  # named only: the float default (ffn_out) is the CPU's
+        unknown = [g for g in host if g not in groups]
+        if unknown:
+            raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
         with warnings.catch_warnings(), _quiet():
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
@@ -382,6 +420,9 @@ class EthosURuntime(Runtime):
         return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}"
                 f"{mixed}, symmetric, per-channel weights", "calibration": spec.calibration_source,
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
+                "kept_fp32": host,
+                **({"sensitivity": _sensitivity(captured, spec)} if spec.options.get("sensitivity")
+                   and spec.precision == "int8" else {}),
                 # what a recipe costs on this target (per --keep-fp32 auto round): Vela's cycles over every shape,
                 # the most SRAM one partition takes, and the compute ops left to the host
                 "cost": cost,
