@@ -195,6 +195,13 @@ def _int8_b4(results):
         yield {}, f"{a:.2%}, max abs Δprob {v['max_abs_prob_diff']:.1e}", (a,)
 
 
+def _npu_recipe(results):
+    for name, v in results["npu_mixed"]["recipes"].items():
+        if name.endswith("-int8-default") and "decision_agreement" in v:
+            yield ({"name": name}, f"{v['decision_agreement']:.1%} of {v['n']} rows, 16-bit activations in "
+                   f"{', '.join(v.get('int16') or []) or 'none'}", (v["decision_agreement"],))
+
+
 def _sci(x: float) -> str:
     return f"{x:.0e}".replace("e-0", "e-")  # 0.01 -> "1e-2"
 
@@ -233,6 +240,8 @@ GOALS = [
     Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",
          (Bar(">=", 1.0, times1),), _lm_ort),
     Goal("int8 {0} decision agreement vs fp32 (demo test split)", "b4_b6_precision", (Bar(">=", 0.99, pct),), _int8_b4),
+    Goal("integer NPU default recipe ({name}, on the target's execution): decisions {0} (test + held-out family)",
+         "npu_mixed", (Bar(">=", 0.995, "{:.1%}".format),), _npu_recipe),
 ]
 
 

@@ -359,6 +359,46 @@ def npu_port_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def npu_mixed_section(r: dict, link: str) -> list[str]:
+    """The demo detector's integer recipes on integer NPUs, judged on the target's own execution (P13 #1)."""
+    out = [f"**Integer NPUs that keep the decisions (P13)** — the demo detector ({r['demo_init']} init), buckets "
+           f"{r['buckets']}, calibrated on {r['calibration_rows']} validation rows, judged on {r['eval_split']} "
+           f"([script]({link}/npu_mixed.py), [JSON]({link}/results/{r['_file']})). `simulator`: Qualcomm's x86 HTP "
+           f"simulator running the compiled context binaries (bit-accurate). 16-bit activations = weights stay "
+           f"8-bit (w8a16). {machine_line(r)}.", "",
+           *head("| recipe | flags | executes | decisions (data) | max abs Δlogit | 16-bit activations in | "
+                 "artifact MB | host compute ops |")]
+    sens = None
+    for name, v in r["recipes"].items():
+        if "failed" in v:
+            out.append(f"| {name} | `{v['flags']}` | — | — | — | — | — | failed: {v['failed'][-160:]} |")
+            continue
+        if "refused" in v:
+            out.append(f"| {name} | `{v['flags']}` | — | {v['decision_agreement']:.1%} (refused) | "
+                       f"{v['max_abs_logit_diff']:.2f} | — | — | — |")
+            continue
+        raised = v.get("int16") or []
+        where = ("every activation" if raised == ["all"] else ", ".join(raised) or "none") + (
+            " (default recipe)" if v.get("int16_by_default") else "")
+        host = ", ".join((v.get("cost") or {}).get("host_ops") or []) or "none"
+        out.append(f"| {name} | `{v['flags']}` | {v['executes']} | {v['decision_agreement']:.1%} of {v['n']} | "
+                   f"{v['max_abs_logit_diff']:.2f} | {where if 'int' in v['flags'] else '— (fp16)'} | {v['disk_mb']} | "
+                   f"{host} |")
+        sens = v.get("sensitivity") or sens
+        for t in v.get("auto_keep") or []:
+            out.append(f"| ↳ auto round | 16-bit in {', '.join(t.get('int16') or []) or 'nothing'} | | "
+                       f"{t['decision_agreement']:.1%} (refused) | {t['max_abs_logit_diff']:.2f} | | "
+                       f"{(t.get('cost') or {}).get('context_mb', '—')} (context) | |")
+    if sens:
+        first = next(iter(sens.values()))
+        out += ["", f"Sensitivity ({first['rows']} calibration rows, on the {first['judged_on']}): each group alone at "
+                "8-bit, every other activation at 16-bit — " + ", ".join(
+                    f"{g} {x['decision_agreement']:.0%} / Δlogit {x['max_abs_logit_diff']:.2f}"
+                    for g, x in sorted(sens.items(), key=lambda kv: (kv[1]["decision_agreement"],
+                                                                      -kv[1]["max_abs_logit_diff"]))) + "."]
+    return out
+
+
 def lm_throughput_section(r: dict, link: str) -> list[str]:
     out = [f"**LM training throughput** — preset `{r['preset']}` ({r['n_params'] / 1e6:.1f}M parameters), batch {r['batch']} × "
            f"{r['seq_len']}, {r['threads']} threads for every backend, {r['rounds']} interleaved rounds of "
