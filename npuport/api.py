@@ -21,7 +21,7 @@ from .models.detector import load_tokenizer, state_fingerprint
 from .porting import PROOF_FILE, compile_specs, load_proof_inputs, parity_summary  # noqa: F401 - compile_specs: API
 from .router import BucketRouter
 from .runtimes import REFERENCE, get_runtime, runtime_names
-from .spec import ShapeSpec
+from .spec import QuantOptions, ShapeSpec
 from .ui import ProgressFn as Progress
 from .ui import silent
 from .verifying import data_parity, eager_logits, judge_by, probe_parity
@@ -340,11 +340,14 @@ def port_model(model, tokenizer=None, out: str | Path | None = None, *, runtimes
                batch_sizes=(1,), eval_data: str | None = None, precision: str | None = None,
                calibration_data: str | None = None, labels=None, problem_type: str = "single_label_classification",
                threshold: float = 0.5, max_buckets: int = 4, overwrite: bool = False,
-               capture_methods=("trace", "export", "onnx"), progress: Progress = silent) -> dict:
+               capture_methods=("trace", "export", "onnx"), quant: QuantOptions | None = None,
+               progress: Progress = silent) -> dict:
     """npuport.port: a model directory, or your own torch.nn.Module whose forward(input_ids, attention_mask) returns
     logits (B, C) around a supported Hugging Face backbone, ported as it is; the report dict, and the same artifacts
     as `npuport port` under `out`. buckets="auto" plans them from eval_data's token lengths. runtimes: default, the
-    CLI's default set (a module: those of them that compile a graph; eager saves a model directory a module lacks)."""
+    CLI's default set (a module: those of them that compile a graph; eager saves a model directory a module lacks).
+    quant: integer precisions' options as the CLI's flags give them (npuport.spec.QuantOptions, e.g.
+    QuantOptions(int16=("layernorm",), keep_fp32=("auto",)))."""
     from .models.custom import UserModel
 
     module = not isinstance(model, (str, Path))
@@ -363,7 +366,7 @@ def port_model(model, tokenizer=None, out: str | Path | None = None, *, runtimes
     shapes = ShapeSpec(batch_sizes=tuple(batch_sizes), buckets=(512,) if auto else tuple(buckets))
     common = dict(out=str(out), runtimes=tuple(runtimes), shapes=shapes, precision=precision, eval_data=eval_data,
                   calibration_data=calibration_data, overwrite=overwrite, capture_methods=tuple(capture_methods),
-                  auto_buckets=max_buckets if auto else None)
+                  auto_buckets=max_buckets if auto else None, quant=quant or QuantOptions())
     if not module:
         if tokenizer is not None:
             raise ConfigError("a model directory brings its own tokenizer files: pass tokenizer=None")

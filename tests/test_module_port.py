@@ -179,6 +179,11 @@ def test_what_cannot_be_ported_is_one_clear_error(tmp_path):
         npuport.port(AttnPoolDetector(), None, out, runtimes=("onnxruntime",), labels=("a", "b", "c"))
     with pytest.raises(ConfigError, match=r"buckets='auto' plans .* pass eval_data=FILE"):
         npuport.port(AttnPoolDetector(), None, out, runtimes=("onnxruntime",), buckets="auto")
+    from npuport.spec import QuantOptions  # the CLI's integer flags, from Python
+
+    with pytest.raises(ConfigError, match="--int16 layernorm: onnxruntime cannot mix"):
+        npuport.port(AttnPoolDetector(), None, out, runtimes=("onnxruntime",), precision="int8",
+                     quant=QuantOptions(int16=("layernorm",), min_agreement=0))
     assert not out.exists()  # nothing written on any refusal
 
 

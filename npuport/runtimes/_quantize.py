@@ -162,6 +162,21 @@ def resolve_keep(options: dict, groups) -> tuple[tuple[str, ...], list[str]]:
     return (*named, *default), default
 
 
+def raised_groups(spec, groups, default: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """An integer NPU's groups at 16-bit activations and those of them from its default recipe: `--int16` as given
+    (each must exist), else `default` where the model has the group, for int8 (int16 raises everything anyway)."""
+    named = spec.options.get("int16")
+    if named is not None:
+        unknown = [g for g in named if g not in groups]
+        if unknown:
+            raise ConfigError(f"--int16 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
+        return list(named), []
+    if spec.precision != "int8":
+        return [], []
+    mine = [g for g in default if g in groups]
+    return mine, mine
+
+
 def attention_mask_nodes(path: Path) -> list[str]:
     """The additive attention mask and what it feeds: Where(mask, 0, finfo.min) -> Add(scores, bias) -> Softmax.
 

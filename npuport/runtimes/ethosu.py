@@ -201,17 +201,9 @@ def module_groups(module: torch.nn.Module) -> dict[str, list[tuple[str, object]]
 
 
 def raised_groups(spec, groups: dict) -> tuple[list[str], list[str]]:
-    """(groups at 16-bit activations, those of them by default): --int16 as given, else default_int16 for int8."""
-    named = spec.options.get("int16")
-    if named is not None:
-        unknown = [g for g in named if g not in groups]
-        if unknown:
-            raise ConfigError(f"--int16 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        return list(named), []
-    if spec.precision != "int8":
-        return [], []
-    default = [g for g in EthosURuntime.default_int16 if g in groups]
-    return default, default
+    from ._quantize import raised_groups as raised
+
+    return raised(spec, groups, EthosURuntime.default_int16)
 
 
 def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),

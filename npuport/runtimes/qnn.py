@@ -220,31 +220,14 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     return keep
 
 
-def _raised(spec, groups: dict) -> tuple[list[str], list[str]]:
-    """(the groups at 16-bit activations, those of them from the default recipe): --int16 as given, else
-    QnnRuntime.default_int16 (where the model has the group) for int8; int16 raises everything anyway."""
-    from ..errors import ConfigError
-
-    named = spec.options.get("int16")
-    if named is not None:
-        unknown = [g for g in named if g not in groups]
-        if unknown:
-            raise ConfigError(f"--int16 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        return list(named), []
-    if spec.precision != "int8":
-        return [], []
-    default = [g for g in QnnRuntime.default_int16 if g in groups]
-    return default, default
-
-
 def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
     the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU. int8:
     8-bit activations except the groups raised to 16-bit (`--int16`, or the default recipe); int16: all 16-bit."""
-    from ._quantize import check_keep
+    from ._quantize import check_keep, raised_groups
 
     pre, feeds, groups = _prepared(src, captured, spec)
-    raised, by_default = _raised(spec, groups)
+    raised, by_default = raised_groups(spec, groups, QnnRuntime.default_int16)
     host = tuple(spec.options.get("keep_fp32") or ())  # named only: the float default (ffn_out) is for CPU runtimes
     check_keep(host, groups)
     work = captured.workdir / f"qnn_{spec.precision}"
