@@ -399,6 +399,21 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def ethosu_profile_section(r: dict, link: str) -> list[str]:
+    """Where an Ethos-U port's time goes (P13 #3)."""
+    own = {k: v for k, v in r["arm_pass_seconds_top"].items() if k != "arm_pass_manager"}  # the manager: every pass
+    passes = ", ".join(f"{k} {v:.1f} s" for k, v in list(own.items())[:6])
+    out = [f"**Where an Ethos-U port's time goes (P13)** — {r['model']}, {r['target']}, one bucket {r['shape']}, "
+           f"`npuport port` under cProfile, {r['wall_s']:.0f} s end to end ([script]({link}/ethosu_profile.py), "
+           f"[JSON]({link}/results/{r['_file']})). Cumulative seconds (nested stages are indented and counted in "
+           f"their parent). {machine_line(r)}.", "", *head("| stage | seconds | calls |")]
+    out += [f"| {k.replace('  ', '· ')} | {v['seconds']:.1f} | {v['calls']} |" for k, v in r["stages"].items()]
+    out += ["", f"ExecuTorch's Arm pass manager: {r['arm_pass_seconds_top'].get('arm_pass_manager', 0):.0f} s; the "
+            f"passes with their own `call` ({r['arm_passes_counted']} modules) take little each ({passes}): the time is "
+            "the generic retrace every ExportPass makes of the whole graph (the fx Interpreter row), not one pass."]
+    return out
+
+
 def lm_throughput_section(r: dict, link: str) -> list[str]:
     out = [f"**LM training throughput** — preset `{r['preset']}` ({r['n_params'] / 1e6:.1f}M parameters), batch {r['batch']} × "
            f"{r['seq_len']}, {r['threads']} threads for every backend, {r['rounds']} interleaved rounds of "
