@@ -30,8 +30,10 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
     worst = [g for g in ranked(sens) if g not in kept][:2]
     if raises:
         hint = (f"--int16 {','.join(kept + worst)} (the groups that cost most alone at 8-bit, see the report)" if worst
-                else "--keep-fp32 auto (raises the costliest groups to 16-bit activations until the decisions hold), "
-                     "or --precision int16")
+                else "--precision int16 (every activation at 16 bits), calibration rows like the ones you serve "
+                     "(--calibration-data)" if quant.auto_keep else
+                "--keep-fp32 auto (raises the costliest groups to 16-bit activations until the decisions hold), or "
+                "--precision int16")
     elif worst:
         hint = f"--keep-fp32 {','.join(kept + worst)} (the groups that cost most alone, see the report)"
     else:

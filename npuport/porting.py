@@ -137,7 +137,8 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
         nxt = next_group(meta.get("sensitivity") or {}, raised if raises else kept) if cfg.quant.auto_keep else None
         if nxt is None:
             if cfg.quant.auto_keep:
-                refusal["reason"] += f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group in float)"
+                refusal["reason"] += (f" (--keep-fp32 auto tried {len(tried)} round(s): every measured group "
+                                      f"{'at 16-bit activations' if raises else 'in float'})")
                 refusal["auto_keep"] = _rounds(tried)
             progress(f"{name}: refused: {refusal['reason']}")
             return {prec: refusal}
