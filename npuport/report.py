@@ -92,11 +92,7 @@ def port_markdown(r: dict) -> str:
             by_default = v["quant"].get("kept_by_default") or []
             lines += ["", f"**{b} {prec}** left in float: {', '.join(kept)}" + (
                 f" ({', '.join(by_default)} by default; `--keep-fp32 none` quantises every group)" if by_default else "") + "."]
-    for b, prec, v, raised in _quant_entries(r, "int16"):
-        if not v.get("refused") and not v["quant"].get("auto_keep") and raised != ["all"]:
-            by_default = v["quant"].get("int16_by_default") or []
-            lines += ["", f"**{b} {prec}** 16-bit activations (weights 8-bit) in: {', '.join(raised)}" + (
-                f" (the {b} default recipe; `--int16 none` keeps every group at 8 bits)" if by_default else "") + "."]
+    lines += _int16_lines(r)
     lines += _auto_keep_lines(r)
     lines += _sensitivity_lines(r)
     lines += _npu_lines(r)
@@ -112,6 +108,17 @@ def _quant_entries(r: dict, key: str):
             value = v.get(key) or (v.get("quant") or {}).get(key)
             if value:
                 yield b, prec, v, value
+
+
+def _int16_lines(r: dict) -> list[str]:
+    """An integer NPU's groups at 16-bit activations, when no --keep-fp32 auto rounds list them."""
+    out = []
+    for b, prec, v, raised in _quant_entries(r, "int16"):
+        if not v.get("refused") and not v["quant"].get("auto_keep") and raised != ["all"]:
+            by_default = v["quant"].get("int16_by_default") or []
+            out += ["", f"**{b} {prec}** 16-bit activations (weights 8-bit) in: {', '.join(raised)}" + (
+                f" (the {b} default recipe; `--int16 none` keeps every group at 8 bits)" if by_default else "") + "."]
+    return out
 
 
 def _auto_keep_lines(r: dict) -> list[str]:
