@@ -12,8 +12,7 @@ from .latency import COMPARISONS
 from .models.detector import PRESETS, Detector, build_preset, load_detector, load_tokenizer
 from .proof import CAPTURE_METHODS
 from .runtimes import REFERENCE, runtime_names
-from .spec import QuantOptions, ShapeSpec
-from .static.banded import ATTENTION_FORMS
+from .spec import ATTENTION_FORMS, QuantOptions, ShapeSpec
 
 if TYPE_CHECKING:
     from .models.classifier import HFClassifier

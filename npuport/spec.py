@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import torch
-
 from .errors import ConfigError
 
 PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int16")  # int8 / int16: quantisation where a runtime offers it
@@ -16,9 +14,21 @@ PRECISIONS = ("fp32", "fp16", "bf16", "int8", "int16")  # int8 / int16: quantisa
 # train: forward and backward in bf16, gradients returned in fp32, master weights, Adam moments and the update in fp32
 # (bf16 keeps fp32's exponent range: no loss scaling). fp16: the same with loss scaling (qnn's HTP: train/mixed.py).
 TRAIN_PRECISIONS = ("fp32", "bf16", "fp16")
-# The torch dtype a precision computes in on the PyTorch side (int8 quantises in the runtime; the module stays fp32).
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16, "int8": torch.float32,
-          "int16": torch.float32}
+_TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "float32", "int16": "float32"}
+
+
+def torch_dtype(precision: str):
+    """The torch dtype a precision computes in on the PyTorch side (int8 / int16 quantise in the runtime; the module
+    stays fp32). torch is imported here, not with this module: the CLI's parser reads this module's names, and a
+    command that never touches a model should not pay for torch."""
+    import torch
+
+    return getattr(torch, _TORCH_DTYPES[precision])
+
+
+# How attention is written into the captured graph (`--attention`): dense = the HF model's exact computation; banded =
+# sliding-window layers in blocks (static/banded.py)
+ATTENTION_FORMS = ("dense", "banded")
 INPUT_NAMES = ("input_ids", "attention_mask")
 OUTPUT_NAMES = ("logits",)
 

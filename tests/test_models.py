@@ -64,3 +64,46 @@ def test_missing_weights(tmp_path, tiny_model_dir):
 def test_unknown_preset_lists_known():
     with pytest.raises(ConfigError, match="known: .*mmbert-base"):
         PRESETS.get("nope")
+
+
+def test_weights_load_as_private_views_of_their_file(tmp_path):
+    """load_detector maps the safetensors file (copy-on-write) instead of reading it: every dtype comes back equal,
+    the tensors live inside the file's mapping (so untouched rows of an embedding table cost no memory), and an
+    in-place update - a training step - never reaches the file."""
+    from safetensors.torch import save_file
+
+    from npuport.models.mapped import map_safetensors
+
+    ref = {"emb": torch.randn(300, 64), "bf": torch.randn(7).to(torch.bfloat16), "ids": torch.arange(5),
+           "empty": torch.zeros(0), "u8": torch.randint(0, 9, (3,), dtype=torch.uint8)}
+    path = tmp_path / "w.safetensors"
+    save_file(ref, str(path))
+    before = path.read_bytes()
+    got = map_safetensors(path)
+    assert {k: (v.dtype, v.shape) for k, v in got.items()} == {k: (v.dtype, v.shape) for k, v in ref.items()}
+    assert all(torch.equal(got[k], ref[k]) for k in ref)
+    spans = [tuple(int(x, 16) for x in line.split()[0].split("-")) for line in open("/proc/self/maps")
+             if line.rstrip().endswith(str(path))]
+    assert any(lo <= got["emb"].data_ptr() < hi for lo, hi in spans), "not a view of the file's mapping"
+    got["emb"].add_(1.0)
+    assert path.read_bytes() == before
+
+
+def test_loaded_detector_runs_on_mapped_weights_and_keeps_tied_ones_tied(tmp_path):
+    from npuport.models.detector import build_preset, load_detector
+    from npuport.models.mapped import assign_state
+
+    m = build_preset("tiny-bert", seed=3)
+    m.save_pretrained(tmp_path / "d")
+    loaded = load_detector(tmp_path / "d")
+    ids = torch.randint(5, 500, (2, 12))
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(ids, mask), m.eval()(ids, mask), rtol=0, atol=0)
+    # a module with one parameter under two names loads by copy: assigning each name would untie them
+    tied = torch.nn.Module()
+    tied.a = torch.nn.Linear(4, 4, bias=False)
+    tied.b = torch.nn.Linear(4, 4, bias=False)
+    tied.b.weight = tied.a.weight
+    assign_state(tied, {"a.weight": torch.ones(4, 4), "b.weight": torch.ones(4, 4)})
+    assert tied.a.weight is tied.b.weight and torch.equal(tied.a.weight, torch.ones(4, 4))

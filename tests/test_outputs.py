@@ -175,6 +175,49 @@ def test_demo_build_apart_reports_the_childs_error_and_leaves_the_directory(tmp_
     assert intact(d)
 
 
+def _double(x, say):
+    say(f"got {x}")
+    return 2 * x
+
+
+def _refuse(x, say):
+    raise ConfigError(f"bad {x}")
+
+
+def test_a_stage_apart_relays_its_lines_returns_its_result_and_raises_its_error():
+    """`npuport demo` runs its stages in spawned processes (detector/apart.py): the lines they print reach the
+    parent's progress, their result comes back with their peak memory, their typed error is raised in the parent."""
+    from npuport.detector.apart import run_apart
+
+    said = []
+    value, peak = run_apart(_double, (21,), said.append, "test stage")
+    assert value == 42 and said == ["got 21"] and peak > 0
+    with pytest.raises(ConfigError, match="bad 7"):
+        run_apart(_refuse, (7,), said.append, "test stage")
+
+
+def test_demo_parent_spawns_its_build_without_torch(tmp_path, monkeypatch):
+    """The demo's budget counts the parent's memory while the build runs in its child: the parent gets as far as
+    spawning it without importing torch (about 0.2 GB resident). Here the child refuses a foreign directory where
+    its build would go, and the parent reports that."""
+    import subprocess
+    import sys
+
+    from npuport.detector.demo import DEFAULT_INIT, demo_model_dir
+
+    monkeypatch.setenv("NPUPORT_CACHE", str(tmp_path / "cache"))
+    foreign = demo_model_dir(0, DEFAULT_INIT)
+    foreign.mkdir(parents=True)
+    (foreign / "mine.txt").write_text("not npuport's")
+    code = ("import sys\nfrom npuport.cli import main\n"
+            f"rc = main(['-q', 'demo', '-o', {str(tmp_path / 'o')!r}])\nprint('torch' in sys.modules, rc)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.stdout.split()[-2:] == ["False", "2"], r.stdout + r.stderr[-2000:]
+    # the hint fits the command: `npuport demo` has no --force and no -o for the cache
+    assert "npuport did not write: move them away, or point NPUPORT_CACHE at another directory" in r.stderr
+    assert "--force" not in r.stderr and (foreign / "mine.txt").is_file()
+
+
 def test_step_bar_sends_its_lines_to_a_sink():
     """The demo's build process reports its training steps to the parent through a sink: about every 10 %, and the
     last step."""

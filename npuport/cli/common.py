@@ -32,7 +32,7 @@ def positive_int(text: str) -> int:
 
 
 def add_source(p: argparse.ArgumentParser) -> None:
-    from ..models.detector import PRESETS
+    from ..models.presets import PRESETS
 
     p.add_argument("model_dir", nargs="?", help="HF model directory (config.json + model.safetensors [+ tokenizer])")
     p.add_argument("--preset", choices=PRESETS.names(), help="a named architecture instead of MODEL_DIR")

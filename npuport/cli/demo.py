@@ -24,6 +24,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..detector.demo import DemoConfig, run_demo
+    from ..machine import bound_heap
+
+    bound_heap()
 
     prog = progress(args)
     with prog.live():

@@ -9,7 +9,7 @@ from .common import add_init_flag, csv_list, positive_int, progress
 
 
 def register(sub) -> None:
-    from ..models.detector import PRESETS
+    from ..models.presets import PRESETS
 
     det = sub.add_parser("detector", help="persona-deviation detector: train, eval, build-demo, make-data")
     dsub = det.add_subparsers(dest="detector_command", metavar="SUBCOMMAND")
@@ -71,6 +71,9 @@ def run(args) -> int:
     if sub == "train":
         from ..detector.config import DetectorTrainConfig
         from ..detector.train import train
+        from ..machine import bound_heap
+
+        bound_heap()
 
         cfg = DetectorTrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
                           out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
@@ -94,6 +97,9 @@ def run(args) -> int:
         return 0
     if sub == "build-demo":
         from ..detector.demo import DemoBuildConfig, build_demo
+        from ..machine import bound_heap
+
+        bound_heap()
 
         with prog.live():
             root = build_demo(DemoBuildConfig(out=args.out, seed=args.seed, init=args.init, epochs=args.epochs,

@@ -9,7 +9,7 @@ from .common import add_runtime_flag, positive_int
 
 def register(sub) -> None:
     from ..runtimes import REFERENCE
-    from ..train.compare import sample_runtimes
+    from ..train.options import sample_runtimes
 
     lm = sub.add_parser("lm", help="train a char-level decoder LM on static-graph runtimes; compare, eval, sample",
                         description="Training on inference-only runtimes: the whole step (forward, backward, clipping, "
@@ -40,12 +40,10 @@ def register(sub) -> None:
 
 
 def _add_train(lsub) -> None:
-    from ..models.lm import PRESETS as LM_PRESETS
+    from ..models.presets import LM_PRESETS
     from ..runtimes import REFERENCE, default_train_runtime
     from ..spec import TRAIN_PRECISIONS
-    from ..train.distributed import FAULT_TOLERANCE, OUTER_DTYPES
-    from ..train.select import training_runtimes
-    from ..train.step import FORMS
+    from ..train.options import FAULT_TOLERANCE, FORMS, OUTER_DTYPES, training_runtimes
 
     t = lsub.add_parser("train", help="train from scratch (or --resume) on a runtime; writes a run directory",
                         epilog="Example: npuport lm train --demo-corpus --preset small --runtime onnxruntime -o runs/ort")

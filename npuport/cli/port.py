@@ -9,12 +9,11 @@ from .common import EPILOG, add_runtime_flag, add_source, csv_list, positive_int
 
 
 def register(sub) -> None:
-    from ..api import DEFAULT_PORT_RUNTIMES
-    from ..models.detector import PRESETS
+    from ..models.presets import PRESETS
     from ..runtimes import REFERENCE, runtime_names
-    from ..spec import PRECISIONS
-    from ..static.banded import ATTENTION_FORMS
+    from ..spec import ATTENTION_FORMS, PRECISIONS
 
+    DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # = config.DEFAULT_PORT_RUNTIMES, without torch
     default = ",".join(DEFAULT_PORT_RUNTIMES)
     p = sub.add_parser("port", help="adapt, capture with proof, compile, verify parity, write artifacts + report",
                        description="Port a detector: adapt -> capture (+proof) -> compile per runtime -> parity -> "

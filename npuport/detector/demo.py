@@ -67,72 +67,66 @@ def build_demo(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_b
         if not ok:
             default = " (the default)" if cfg.init == DEFAULT_INIT else ""
             raise ConfigError(f"--init {cfg.init}{default}: {why}; or train the small model from scratch: --init scratch")
+    overwrite = cfg.force
+    if cfg.out is None and final.is_dir() and any(final.iterdir()):
+        # npuport's cache, where no flag of the command at hand names the directory: an unfinished build of its own
+        # is replaced; anything else is someone's files, and the hint is about the cache, not about -o
+        from ..errors import ConfigError
+        from ..fsio import OUTPUT_MARKER
+
+        if not (final / OUTPUT_MARKER).is_file():
+            raise ConfigError(f"{final} (where npuport's cache keeps this demo build) holds files npuport did not "
+                              "write: move them away, or point NPUPORT_CACHE at another directory")
+        overwrite = True
     # built in a staging sibling, swapped in whole; --force replaces only an earlier npuport build
-    with staged_output(final, overwrite=cfg.force, what="demo-build", flag="--force") as root:
+    with staged_output(final, overwrite=overwrite, what="demo-build", flag="--force") as root:
         _build_into(root, cfg, progress, show_bar)
     return final
 
 
 def build_demo_apart(cfg: DemoBuildConfig, progress: Progress = lambda m: None, show_bar: bool = True) -> tuple[Path, float]:
-    """build_demo in a child process (spawned; its messages and training steps come back over a queue): a build
-    holds a pretrained model, its tokenizer and the frozen-layer cache, and the allocator keeps much of that after
-    they are freed, so the port after it would start from the build's peak. Apart, that memory goes back to the
-    system when the build ends. Returns (the build directory, the peak memory in MB: the child's own plus what this
-    process held meanwhile). A cached build is reused here, in this process."""
+    """build_demo in a child process (detector/apart.py): a build holds a pretrained model, its tokenizer and the
+    frozen-layer cache. Returns (the build directory, its peak memory in MB with what this process held meanwhile).
+    A cached build is reused here, in this process."""
     final = Path(cfg.out) if cfg.out else demo_model_dir(cfg.seed, cfg.init)
     if (final / "build.json").is_file() and not cfg.force:
         return build_demo(cfg, progress), 0.0
-    import multiprocessing as mp
-    import queue
+    from .apart import run_apart
 
-    from ..machine import rss_mb
-
-    ctx = mp.get_context("spawn")
-    messages = ctx.Queue()
-    child = ctx.Process(target=_build_child, args=(cfg, messages, show_bar), name="npuport-demo-build")
-    held = rss_mb()
-    child.start()
-    result = None
-    try:
-        while result is None:
-            try:
-                kind, payload = messages.get(timeout=0.5)
-            except queue.Empty:
-                if not child.is_alive():
-                    from ..errors import NpuportError
-
-                    raise NpuportError(f"the demo build process ended without a result (exit code {child.exitcode})") from None
-                continue
-            if kind == "say":
-                progress(payload)
-            else:
-                result = (kind, payload)
-        child.join()
-    finally:
-        if child.is_alive():  # interrupted here: the child got the same Ctrl-C; give it time to clean its staging
-            child.join(timeout=30)
-            if child.is_alive():
-                child.terminate()
-                child.join()
-    kind, payload = result
-    if kind == "error":
-        raise payload
-    return Path(payload), round(peak_rss_mb(children=True) + held, 1)
+    path, peak = run_apart(_build_target, (cfg, show_bar), progress, "demo build")
+    return Path(path), peak
 
 
-def _build_child(cfg: DemoBuildConfig, messages, show_bar: bool) -> None:
-    def say(message: str) -> None:
-        messages.put(("say", message))
+def _build_target(cfg: DemoBuildConfig, show_bar: bool, say: Progress) -> str:
+    return str(build_demo(cfg, say, show_bar=say if show_bar else False))
 
-    try:
-        messages.put(("done", str(build_demo(cfg, say, show_bar=say if show_bar else False))))
-    except BaseException as e:  # noqa: BLE001 - handed to the parent, which raises it
-        try:
-            messages.put(("error", e))
-        except Exception:  # an exception that does not pickle: its text
-            from ..errors import NpuportError
 
-            messages.put(("error", NpuportError(f"{type(e).__name__}: {e}")))
+def _eval_target(model_dir: Path, test: Path, family: Path, plots: Path, say: Progress) -> tuple[dict, dict]:
+    from .evaluate import EvalConfig, evaluate
+
+    say("evaluating the detector on the test split (unseen personas)")
+    metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(plots)))
+    say("evaluating on the held-out template family (phrasings no training row used)")
+    return metrics, evaluate(EvalConfig(model_dir=str(model_dir), data=str(family)))
+
+
+def _port_target(model_dir: Path, test: Path, artifacts: Path, runtimes, buckets, say: Progress) -> dict:
+    from ..api import ModelSource, PortConfig, port
+    from ..runtimes import ShapeSpec, get_runtime, runtime_names
+
+    names = runtimes or tuple(b for b in runtime_names(ports=True)
+                              if get_runtime(b).executes == "executes" and not get_runtime(b).reference
+                              and get_runtime(b).available()[0])
+    say(f"porting to {', '.join(names)} with buckets {list(buckets)}")
+    return port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(artifacts), runtimes=names,
+                           shapes=ShapeSpec(batch_sizes=(1,), buckets=buckets), eval_data=str(test)), say)
+
+
+def _bench_target(artifacts: Path, model_dir: Path, data: Path, runs: int, say: Progress) -> dict:
+    from ..latency import bench_artifacts
+
+    say("benchmarking latency per bucket (interleaved) and the test length mix")
+    return bench_artifacts(artifacts, model_dir, data, runs=runs, progress=say)
 
 
 def _recipe(cfg: DemoBuildConfig, root: Path, progress: Progress):
@@ -217,28 +211,17 @@ def _du(p: Path) -> int:
 
 
 def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: float, build_peak: float = 0.0) -> dict:
-    from ..api import ModelSource, PortConfig, port
-    from ..runtimes import ShapeSpec, get_runtime, runtime_names
-    from .evaluate import EvalConfig, evaluate
+    from .apart import run_apart
 
-    model_dir, test = root / "model", root / "data" / "test.jsonl"
-    progress("evaluating the detector on the test split (unseen personas)")
-    metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(out / "plots")))
-    family = root / "data" / "test_family.jsonl"
-    progress("evaluating on the held-out template family (phrasings no training row used)")
-    held_out = evaluate(EvalConfig(model_dir=str(model_dir), data=str(family)))
-    release_memory()
-    names = cfg.runtimes or tuple(b for b in runtime_names(ports=True)
-                                  if get_runtime(b).executes == "executes" and not get_runtime(b).reference
-                                  and get_runtime(b).available()[0])
-    progress(f"porting to {', '.join(names)} with buckets {list(cfg.buckets)}")
-    port_report = port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out / "artifacts"), runtimes=names,
-                                  shapes=ShapeSpec(batch_sizes=(1,), buckets=cfg.buckets), eval_data=str(test)), progress)
-    release_memory()
-    progress("benchmarking latency per bucket (interleaved) and the test length mix")
-    from ..latency import bench_artifacts
-
-    bench = bench_artifacts(out / "artifacts", model_dir, test, runs=cfg.runs, progress=progress)
+    # Every stage in its own process (detector/apart.py): each loads the model (and the port four runtimes), and
+    # this one holds only the results, so no stage starts from another's high-water mark.
+    model_dir, test, family = root / "model", root / "data" / "test.jsonl", root / "data" / "test_family.jsonl"
+    (metrics, held_out), eval_peak = run_apart(_eval_target, (model_dir, test, family, out / "plots"), progress,
+                                               "evaluation")
+    port_report, port_peak = run_apart(_port_target, (model_dir, test, out / "artifacts", cfg.runtimes, cfg.buckets),
+                                       progress, "port")
+    bench, bench_peak = run_apart(_bench_target, (out / "artifacts", model_dir, test, cfg.runs), progress, "benchmark")
+    stage_peaks = {"build": build_peak, "evaluation": eval_peak, "port": port_peak, "benchmark": bench_peak}
     from ..plots import latency_vs_length
 
     plot = latency_vs_length(bench["per_bucket"], out / "plots" / "latency_vs_length.png")
@@ -254,10 +237,11 @@ def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: f
         "port": {k: port_report[k] for k in ("capture", "backends", "adapter", "pass", "shapes")},
         "bench": bench, "plots": {**metrics.get("plots", {}), "latency_vs_length": plot},
         "wall_seconds": round(time.perf_counter() - t0, 1),
-        # the demo's budgets: this process's peak memory (the build included when it ran here), and the disk of
+        # the demo's budgets: the peak memory of this process or of a stage run apart (with what this one held
+        # meanwhile), and the disk of
         # everything it wrote (the unpacked pretrained encoder, the cached build and this output)
-        "peak_rss_mb": max(peak_rss_mb(), build_peak),
-        **({"build_peak_rss_mb": build_peak} if build_peak else {}),
+        "peak_rss_mb": max(peak_rss_mb(), *stage_peaks.values()),
+        "stage_peak_rss_mb": {k: v for k, v in stage_peaks.items() if v},  # build: 0 when it was cached
         "disk_mb": round((_du(root) + _du(out) + _du(cache_dir() / "pretrained" / report_init)) / 2**20, 1),
     }
     report["pass"] = bool(port_report["pass"])

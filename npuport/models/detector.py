@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,9 @@ from torch import nn
 
 from ..errors import ConfigError, ModelLoadError
 from ..fsio import atomic_write, save_with
-from ..registry import Registry
 from .base import BackboneView, max_positions_of
+from .mapped import assign_state
+from .presets import PRESETS, Preset  # noqa: F401 - re-exported: callers import them from here
 
 log = logging.getLogger(__name__)
 
@@ -164,10 +165,10 @@ def load_detector(directory: str | os.PathLike, *, new_head: bool = False):
         raise ModelLoadError(f"{weights} has no head.* weights though {d}/{CONFIG_NAME} describes a detector")
     model = Detector(config, spec)
     if spec_raw is not None:
-        missing, unexpected = model.load_state_dict(state, strict=False)
+        missing, unexpected = assign_state(model, state)
     else:
         log.info("%s: loading the backbone only, new head initialised at random (--new-head)", d)
-        missing, unexpected = model.backbone.load_state_dict(_backbone_state(state, model.backbone), strict=False)
+        missing, unexpected = assign_state(model.backbone, _backbone_state(state, model.backbone))
     # Buffers such as rotary inv_freq are recomputed from config; real weights must all be present.
     missing = [k for k in missing if "inv_freq" not in k and "position_ids" not in k]
     if spec_raw is None:  # a new head on a backbone that ships no BERT pooler (e5): the detector never reads it
@@ -216,10 +217,11 @@ def _parse_config(raw: dict, spec_raw: dict | None, d: Path):
 
 def _read_weights(weights: Path) -> dict:
     from safetensors import SafetensorError
-    from safetensors.torch import load_file
+
+    from .mapped import map_safetensors
 
     try:
-        return load_file(str(weights))
+        return map_safetensors(weights)  # views of the file: see mapped.py
     except (SafetensorError, OSError) as e:
         raise ModelLoadError(f"{weights} is not a readable safetensors file: {e}") from None
 
@@ -271,57 +273,7 @@ def state_fingerprint(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-# -- presets -------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Preset:
-    name: str
-    model_type: str
-    config: dict = field(default_factory=dict)
-    description: str = ""
-
-
-PRESETS: Registry[Preset] = Registry("preset")
-
-
-def _preset(name: str, model_type: str, description: str, **config) -> None:
-    PRESETS.register(name, Preset(name=name, model_type=model_type, config=config, description=description))
-
-
-# Published configurations (config.json of jhu-clsp/mmBERT-{base,small} and answerdotai/ModernBERT-base).
-_MMBERT = dict(
-    vocab_size=256000, intermediate_size=1152, num_hidden_layers=22, max_position_embeddings=8192,
-    global_attn_every_n_layers=3, local_attention=128, global_rope_theta=160000.0, local_rope_theta=160000.0,
-    norm_eps=1e-5, norm_bias=False, hidden_activation="gelu", pad_token_id=0, bos_token_id=2, eos_token_id=1,
-    cls_token_id=2, sep_token_id=1,
-)
-_preset("mmbert-base", "modernbert", "mmBERT-base (307M, 22 layers, hidden 768, 256k vocab)",
-        hidden_size=768, num_attention_heads=12, **_MMBERT)
-_preset("mmbert-small", "modernbert", "mmBERT-small (140M, 22 layers, hidden 384, 256k vocab)",
-        hidden_size=384, num_attention_heads=6, **_MMBERT)
-_preset("modernbert-base", "modernbert", "ModernBERT-base (149M, 22 layers, hidden 768, 50k vocab)",
-        vocab_size=50368, hidden_size=768, intermediate_size=1152, num_hidden_layers=22, num_attention_heads=12,
-        max_position_embeddings=8192, global_attn_every_n_layers=3, local_attention=128,
-        global_rope_theta=160000.0, local_rope_theta=10000.0, norm_eps=1e-5, norm_bias=False,
-        hidden_activation="gelu", pad_token_id=50283, bos_token_id=50281, eos_token_id=50282,
-        cls_token_id=50281, sep_token_id=50282)
-# Tiny real-architecture presets for tests: layer 0 global, layers 1-2 sliding with a 16-token window
-# (8 each side), shorter than the test sequences, so the sliding-window masks really matter.
-_preset("tiny-modernbert", "modernbert", "test size: 3 layers (1 global + 2 sliding, window 16), hidden 64",
-        vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3, num_attention_heads=4,
-        max_position_embeddings=512, global_attn_every_n_layers=3, local_attention=16,
-        global_rope_theta=160000.0, local_rope_theta=10000.0, pad_token_id=0, bos_token_id=1,
-        eos_token_id=2, cls_token_id=1, sep_token_id=2)
-_preset("tiny-bert", "bert", "test size: BERT, 2 layers, hidden 64", vocab_size=512, hidden_size=64,
-        intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512,
-        pad_token_id=0)
-_preset("tiny-xlm-roberta", "xlm-roberta", "test size: XLM-RoBERTa, 2 layers, hidden 64", vocab_size=512,
-        hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        max_position_embeddings=514, pad_token_id=1, bos_token_id=0, eos_token_id=2)
-_preset("tiny-distilbert", "distilbert", "test size: DistilBERT, 2 layers, dim 64", vocab_size=512, dim=64,
-        hidden_dim=128, n_layers=2, n_heads=4, max_position_embeddings=512, pad_token_id=0)
-
+# -- presets (their table lives in presets.py, which the CLI's parser reads without importing torch) ----------
 
 def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None, **overrides) -> Detector:
     """A randomly initialised detector of a preset architecture; same (name, seed, overrides) -> same weights."""
@@ -335,13 +287,3 @@ def build_preset(name: str, *, seed: int = 0, spec: DetectorSpec | None = None, 
 
 def max_positions(model) -> int:
     return max_positions_of(model.config)
-
-
-# The demo detector: mmBERT's design at a small size - alternating global / sliding-window attention (every
-# third layer global), GeGLU MLP, RoPE - trained by `npuport detector build-demo`. The vocabulary size comes from
-# the tokenizer trained with it.
-_preset("demo-modernbert", "modernbert", "demo size: 6 layers (2 global + 4 sliding, window 64), hidden 128",
-        vocab_size=4096, hidden_size=128, intermediate_size=256, num_hidden_layers=6, num_attention_heads=4,
-        max_position_embeddings=1024, global_attn_every_n_layers=3, local_attention=64,
-        global_rope_theta=160000.0, local_rope_theta=10000.0, pad_token_id=0, bos_token_id=2, eos_token_id=3,
-        cls_token_id=2, sep_token_id=3, embedding_dropout=0.1, attention_dropout=0.1, mlp_dropout=0.1)

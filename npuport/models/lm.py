@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from .presets import LM_PRESETS as PRESETS  # the table is torch-free, for the CLI
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,16 +59,6 @@ class LMConfig:
         if unknown:
             raise ConfigError(f"unknown LM config keys {unknown}; known: {sorted(known)}")
         return cls(**d)
-
-
-# Presets. vkore-46m: the field report gives only "46M, RoPE, SwiGLU, RMSNorm, GQA, char-level"; we chose
-# d_model 512, 16 layers, 8 query heads of 64 sharing 2 K/V heads, SwiGLU hidden 1472, untied embeddings,
-# which gives 46.8M parameters at a 96-character vocabulary (see tests/test_lm.py::test_preset_sizes).
-PRESETS: dict[str, dict] = {
-    "tiny": dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=64, max_seq_len=64),
-    "small": dict(d_model=256, n_layers=4, n_heads=8, n_kv_heads=2, ffn_hidden=704, max_seq_len=256),
-    "vkore-46m": dict(d_model=512, n_layers=16, n_heads=8, n_kv_heads=2, ffn_hidden=1472, max_seq_len=512),
-}
 
 
 def preset_config(name: str, vocab_size: int, **overrides) -> LMConfig:

@@ -1,14 +1,13 @@
 """eager: the reference. The HF model exactly as a user runs it in PyTorch (the artifact is a detector directory),
 and the training control run: `loss.backward()`, `clip_grad_norm_`, `torch.optim.AdamW`. `eager-cuda` is the same
-control on a CUDA GPU (the field report's GPU run)."""
+control on a CUDA GPU (the field report's GPU run). torch is imported where it is used: the runtimes' registry
+(which the CLI's parser reads) imports this module."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import torch
-
-from ..spec import DTYPES
+from ..spec import torch_dtype
 from .base import Runtime, Session
 from .registry import register_runtime
 
@@ -17,10 +16,12 @@ class EagerSession(Session):
     def __init__(self, directory: Path, manifest, threads: int | None = None):
         from ..models.detector import load_detector
 
-        self.model = load_detector(directory / "model").to(DTYPES[manifest.precision]).eval()
+        self.model = load_detector(directory / "model").to(torch_dtype(manifest.precision)).eval()
         self.shapes = manifest.shapes
 
     def run(self, feeds):
+        import torch
+
         self.check_shape(feeds)
         with torch.no_grad():
             out = self.model(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"]))
@@ -42,6 +43,8 @@ class EagerRuntime(Runtime):
     session_class = EagerSession
 
     def versions(self):
+        import torch
+
         return {"torch": torch.__version__}
 
     def precisions(self, device):
@@ -61,6 +64,8 @@ class EagerCudaRuntime(EagerRuntime):
     reference = False  # the CPU control is the reference; this is the same control on a GPU
 
     def available(self):
+        import torch
+
         if not torch.cuda.is_available():
             return False, "no CUDA GPU is visible to torch (this torch build or machine has none)"
         return True, "ok"

@@ -22,13 +22,16 @@ import re
 import warnings
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from ..errors import ArtifactError, ConfigError
 from .base import Runtime, ShapeSession
 from .registry import register_runtime
+
+if TYPE_CHECKING:  # torch is imported where it is used: the CLI's parser imports this module
+    import torch
 
 # Accelerator configurations Vela knows (MACs per cycle after the dash). Vela's default system configs: U55 on a
 # 500 MHz Corstone-300 (shared SRAM), U65 at 1 GHz (384 KB dedicated SRAM), U85 at 1 GHz on DRAM.
@@ -128,6 +131,7 @@ class _Reference:
         self.tosa, self.outputs = tosa, outputs
 
     def __call__(self, index: int, inputs: list) -> list[torch.Tensor]:
+        import torch
         import tosa_reference_model as ref
 
         arrays = [np.ascontiguousarray(t.detach().numpy()) for t in inputs]
@@ -160,6 +164,8 @@ class EthosUSession(ShapeSession):
         return _load_program(self.directory, f"ethosu_{b}x{t}_host")
 
     def run_shape(self, program, feeds):
+        import torch
+
         ids, mask = (torch.from_numpy(np.ascontiguousarray(feeds[k], dtype=np.int64)) for k in ("input_ids", "attention_mask"))
         with torch.no_grad():
             return program(ids, mask)[0].float().numpy()
@@ -211,6 +217,7 @@ def _quantize(export, module, example, calib, eu_spec, precision: str, raised: t
     """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
     8-bit weights), those in `lowered` at int8, those in `host` unquantised (float: the partitioner leaves them to
     the host CPU), through the quantizer's per-module configs."""
+    import torch
     from executorch.backends.arm.quantizer import (
         EthosUQuantizer,
         get_symmetric_a16w8_quantization_config,
@@ -244,6 +251,8 @@ def _sensitivity(captured, spec) -> dict:
     SENSITIVITY_ROWS calibration rows at the smallest shape. Judged on the fake-quantised PT2E graph, which the TOSA
     reference model reproduces (exactly at int8; within the 16-bit LayerNorm's rounding at a16w8, see the proof),
     so no Vela compile per group; the decisions of each --keep-fp32 auto round are judged on the reference model."""
+    import torch
+
     from ..parity import agreement
 
     shape = spec.shapes.shapes()[0]
@@ -264,6 +273,7 @@ def _sensitivity(captured, spec) -> dict:
 
 
 def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
+    import torch
     from executorch.backends.arm.ethosu import EthosUPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
@@ -361,6 +371,7 @@ class EthosURuntime(Runtime):
     def preflight(self, captured, spec, work: Path):
         """ExecuTorch's Arm partitioner on the quantised edge graph (no TOSA lowering, no Vela: seconds, not
         minutes): which ops it tags for the NPU, which it leaves to the host, and its reason for each rejection."""
+        import torch
         from executorch.exir import to_edge_transform_and_lower
 
 
@@ -449,6 +460,8 @@ class _DryPartitioner:
 
 
 def _op_label(target) -> str:
+    import torch
+
     op = getattr(target, "_op", None)
     return str(op) if isinstance(op, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
 

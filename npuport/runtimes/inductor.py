@@ -10,7 +10,6 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from .base import Executor, Graph, Runtime, Session
 from .registry import register_runtime
@@ -27,12 +26,15 @@ def _aoti_compile(ep, path: Path) -> str:
 
 class InductorSession(Session):
     def __init__(self, directory: Path, manifest, threads: int | None = None):
+        import torch
         import torch._inductor
 
         self.shapes = manifest.shapes
         self.runner = torch._inductor.aoti_load_package(str(directory / "model.pt2"))
 
     def run(self, feeds):
+        import torch
+
         self.check_shape(feeds)
         with torch.no_grad():
             out = self.runner(torch.from_numpy(feeds["input_ids"]), torch.from_numpy(feeds["attention_mask"]))
@@ -41,6 +43,7 @@ class InductorSession(Session):
 
 class InductorExecutor(Executor):
     def __init__(self, graph: Graph, threads: int | None, device: str = "cpu"):
+        import torch
         from torch._inductor import aoti_load_package
 
         if graph.fx is None:
@@ -59,9 +62,13 @@ class InductorExecutor(Executor):
         self.output_names = []
 
     def run(self, feeds):
+        import torch
+
         return [t.numpy() for t in self.fn(*[torch.from_numpy(np.asarray(a)) for a in feeds.values()])]
 
     def run_into(self, inputs, outputs):
+        import torch
+
         res = self.fn(*[torch.from_numpy(a) for a in inputs])
         for dst, src in zip(outputs, res):
             np.copyto(dst, src.numpy())  # AOTI allocates its own outputs; one copy per state tensor
@@ -85,6 +92,8 @@ class InductorRuntime(Runtime):
         return True, "ok"
 
     def versions(self):
+        import torch
+
         return {"torch": torch.__version__}
 
     def precisions(self, device):

@@ -22,8 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError
+from ..spec import ATTENTION_FORMS  # noqa: F401 - where callers have found it
 
-ATTENTION_FORMS = ("dense", "banded")
 IMPLEMENTATION = "npuport_banded"  # the name registered with transformers' AttentionInterface
 
 

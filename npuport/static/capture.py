@@ -18,7 +18,7 @@ import torch
 
 from ..errors import ExportError
 from ..models.detector import Detector
-from ..spec import DTYPES, INPUT_NAMES, OUTPUT_NAMES, ShapeSpec
+from ..spec import INPUT_NAMES, OUTPUT_NAMES, ShapeSpec, torch_dtype
 from ..task import Task
 from .adapters import AdapterReport, StaticDetector, adapt
 from .compact import compact_embeddings
@@ -48,7 +48,7 @@ class Captured:
         if precision == "fp32":
             return self.static
         m = copy.deepcopy(self.static)
-        return m.to(DTYPES[precision]).eval()
+        return m.to(torch_dtype(precision)).eval()
 
     def onnx(self) -> Path:
         """One ONNX file for every shape: static when one shape, else symbolic `batch`/`seq` dims that each

@@ -13,6 +13,7 @@ from ..fsio import save_with
 from ..runtimes import REFERENCE
 from .data import Batches, CharVocab, encode_documents, read_documents
 from .loop import LMTrainConfig, evaluate, latest_checkpoint, load_run_model, read_metrics, read_run
+from .options import sample_runtimes  # noqa: F401 - re-exported
 
 
 def compare_runs(run_a: str | Path, run_b: str | Path) -> dict:
@@ -91,13 +92,6 @@ def eval_run(run: str | Path, corpus: str | Path, corpus_format: str = "auto", b
     step = latest_checkpoint(Path(run))[0]
     return {"run": str(run), "step": step, "corpus": str(corpus), "tokens_evaluated": int(sum(x.size for x, _ in b)),
             "unknown_characters": unknown, "val_loss": loss, "bpc": loss / math.log(2)}
-
-
-def sample_runtimes() -> list[str]:
-    """eager, plus every runtime that runs standard-ONNX graphs (from the registry)."""
-    from ..runtimes import runtime_names
-
-    return [REFERENCE, *runtime_names(runs_graphs=True)]
 
 
 @torch.no_grad()

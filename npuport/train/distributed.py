@@ -52,11 +52,11 @@ from .loop import (
     save_checkpoint,
 )
 from .loop import checkpoints as model_checkpoints
+from .options import FAULT_TOLERANCE, OUTER_DTYPES
 from .select import open_step_runner
 
 SYNCS = ("allreduce", "diloco")
-FAULT_TOLERANCE = ("torchft",)  # --fault-tolerance: the engines that keep survivors stepping (train/ft.py)
-OUTER_DTYPES = ("fp32", "bf16", "int8")  # what DiLoCo's pseudo-gradients travel as
+
 COMMIT = "COMMIT"
 FAULT_ENV = "NPUPORT_FAULT"  # "RANK:STEP": that rank SIGKILLs itself at that step, first attempt only (tests)
 

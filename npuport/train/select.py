@@ -9,8 +9,9 @@
 from __future__ import annotations
 
 from ..errors import ConfigError
-from ..runtimes import get_runtime, runtime_names, train_precision
+from ..runtimes import get_runtime, train_precision
 from .mixed import MixedPrecisionRunner
+from .options import training_runtimes
 from .runner import EagerRunner, GraphRunner, StepRunner
 from .step import OptimConfig
 
@@ -29,6 +30,3 @@ def open_step_runner(runtime: str, model, opt: OptimConfig, **kw) -> StepRunner:
         return MixedPrecisionRunner(rt, model, opt, open_graph=rt.open_step_graph, **kw)
     return GraphRunner(rt, model, opt, **kw)
 
-
-def training_runtimes() -> list[str]:
-    return runtime_names(trains=True)

@@ -27,8 +27,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..models.lm import cross_entropy
-
-FORMS = ("fused", "split")
+from .options import FORMS  # noqa: F401 - re-exported
 
 
 @dataclass(frozen=True, kw_only=True)
