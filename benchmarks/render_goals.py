@@ -202,6 +202,16 @@ def _npu_recipe(results):
                    f"{', '.join(v.get('int16') or []) or 'none'}", (v["decision_agreement"],))
 
 
+def _demo_budget(results):
+    r = results["demo"]
+    if not r.get("empty_cache"):
+        return
+    tree = r.get("first_run_tree_peak_rss_mb")
+    yield ({}, f"{r['first_run_seconds']:.0f} s, peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
+           + (f"{tree:.0f} MB" if tree else "not sampled") + f"), flags {_flags(r)}",
+           (r["first_run_seconds"], max(r["first_run_peak_rss_mb"], tree or 0) / 1024))
+
+
 def _sci(x: float) -> str:
     return f"{x:.0e}".replace("e-0", "e-")  # 0.01 -> "1e-2"
 
@@ -240,6 +250,8 @@ GOALS = [
     Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",
          (Bar(">=", 1.0, times1),), _lm_ort),
     Goal("int8 {0} decision agreement vs fp32 (demo test split)", "b4_b6_precision", (Bar(">=", 0.99, pct),), _int8_b4),
+    Goal("`npuport demo` with an empty cache (2-core budget, set for AVX2): wall {0}, peak memory {1}", "demo",
+         (Bar("<=", 600, "{:.0f} s".format), Bar("<=", 2.5, "{:.1f} GB".format)), _demo_budget),
     Goal("integer NPU default recipe ({name}, on the target's execution): decisions {0} (test + held-out family)",
          "npu_mixed", (Bar(">=", 0.995, "{:.1%}".format),), _npu_recipe),
 ]

@@ -85,7 +85,10 @@ def demo_section(r: dict, link: str) -> list[str]:
     tr = b["data"]["splits"]
     first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark)"
              + (f", peak RSS {r['first_run_peak_rss_mb']:.0f} MB, disk {r['first_run_disk_mb']:.0f} MB"
-                if r.get("first_run_peak_rss_mb") else "") + "; " if r.get("empty_cache") else "")
+                if r.get("first_run_peak_rss_mb") else "")
+             + (f" (its whole process tree, build and compiler subprocesses summed, sampled: peak "
+                f"{r['first_run_tree_peak_rss_mb']:.0f} MB)" if r.get("first_run_tree_peak_rss_mb") else "")
+             + "; " if r.get("empty_cache") else "")
     out = [f"**`npuport demo`** ([script]({link}/demo_run.py), [JSON]({link}/results/demo.json)): demo detector "
            f"({b.get('init', 'scratch')} init, {b['train']['train_rows']} training rows, {tr['train']['personas']} training "
            f"personas) built in {b['seconds']:.0f} s; {first}demo wall {rep['wall_seconds']:.0f} s with the model cached. "
