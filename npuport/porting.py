@@ -215,6 +215,14 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         raise ConfigError(f"--int16 {','.join(cfg.quant.int16)}: {', '.join(unmixed)} cannot mix 8- and 16-bit "
                           f"activations in one graph; runtimes that can: {', '.join(runtime_names(mixes_int16=True))} "
                           "(elsewhere: --keep-fp32 GROUPS leaves groups in float)")
+    deaf = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS
+            and cfg.quant.method not in get_runtime(n).calibration_methods]
+    if cfg.quant.method != "minmax" and deaf:  # a method a runtime would silently ignore: say so
+        able = [n for n in runtime_names() if cfg.quant.method in get_runtime(n).calibration_methods]
+        raise ConfigError(f"--calibration-method {cfg.quant.method}: {', '.join(deaf)} "
+                          f"{'set their' if len(deaf) > 1 else 'sets its'} activation ranges its own way (the "
+                          f"manifest's quantization entry says how); runtimes that honour it: "
+                          f"{', '.join(able) or 'none'}. Drop the flag, or port those runtimes separately")
     static_only = [n for n, s in specs.items() if s.precision == "int8" and not get_runtime(n).quantizes_dynamic]
     if cfg.quant.mode == "dynamic" and static_only:
         able = runtime_names(quantizes_dynamic=True)

@@ -422,6 +422,8 @@ class EthosURuntime(Runtime):
                 "host_ops": sorted({op for v in per_shape.values() for op in v["host_ops"]} - IO_OPS)}
         return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}"
                 f"{mixed}, symmetric, per-channel weights", "calibration": spec.calibration_source,
+                # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
+                "calibration_method": "histogram (activations: HistogramObserver; weights: per-channel min-max)",
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
                 "kept_fp32": host,
                 **({"sensitivity": _sensitivity(captured, spec)} if spec.options.get("sensitivity")
