@@ -30,6 +30,7 @@ class Section(NamedTuple):
 SECTIONS = [
     Section("port_mmbert_base_512", s.port_section, True),
     Section("demo", s.demo_section, True),
+    Section("demo_avx2cap", s.demo_capped_section, False),
     Section("demo_init", s.demo_init_section, True),
     Section("pretrained_minilm", s.pretrained_section, True),
     Section("b1_latency_mmbert_base_512", s.b1_section, True),

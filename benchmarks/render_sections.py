@@ -79,6 +79,18 @@ def port_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def demo_capped_section(r: dict, link: str) -> list[str]:
+    """`npuport demo` on an empty cache with PyTorch, MKL and oneDNN capped at AVX2 (demo_run.py --cap-avx2)."""
+    cap = ", ".join(f"`{k}={v}`" for k, v in r["isa_cap"].items())
+    return [f"**`npuport demo`, kernels capped at AVX2** ([script]({link}/demo_run.py), [JSON]({link}/results/"
+            f"{r['_file']})): {cap}, so the build (PyTorch training, most of the demo's time) and eager run AVX2 "
+            f"kernels; ONNX Runtime, OpenVINO and IREE keep their own choice (AVX-512 here), so this bounds the AVX2 "
+            f"machine's time from below. First run with an empty cache {r['first_run_seconds']:.0f} s (build "
+            f"{r['build']['seconds']:.0f} s), peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
+            f"{r['first_run_tree_peak_rss_mb']:.0f} MB), F1 test {r['report']['detector']['f1']:.3f}. "
+            f"{machine_line(r)}."]
+
+
 def demo_section(r: dict, link: str) -> list[str]:
     rep, b = r["report"], r["build"]
     d = rep["detector"]
