@@ -54,18 +54,33 @@ def _metrics(y, p, thr) -> dict:
     return {k: m[k] for k in ("f1", "precision", "recall", "roc_auc", "n")}
 
 
+def _reseeded(init: str, seed: int, tmp: Path) -> dict:
+    """Another seed's build (other data, other training order): F1 per split and language, and its threshold."""
+    root = build_demo(DemoBuildConfig(out=str(tmp / f"{init}-seed{seed}"), init=init, seed=seed), Progress(),
+                      show_bar=False)
+    model, tok = load_detector(root / "model"), load_tokenizer(root / "model")
+    f1 = lambda res: {k: round(v["f1"], 4) for k, v in res.items()}  # noqa: E731
+    return {"threshold": model.spec.threshold, "test": f1(score(model, tok, root / "data" / "test.jsonl")),
+            "test_family": f1(score(model, tok, root / "data" / "test_family.jsonl")),
+            "check": f1(score(model, tok, CHECK))}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--inits", default=",".join(INITS))
     ap.add_argument("--merge", action="store_true", help="keep the other inits' earlier results (each entry keeps "
                     "its own machine record)")
+    ap.add_argument("--seeds", default="0", help="comma-separated demo seeds (data and training); the first is the "
+                    "demo's and fills the table, the others are recorded as the spread a reseed gives (each a build)")
     args = ap.parse_args()
+    seeds = [int(x) for x in args.seeds.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="npuport-demo-init-"))
     results = {}
     try:
         for init in args.inits.split(","):
             t0 = time.perf_counter()
-            root = build_demo(DemoBuildConfig(out=str(tmp / init), init=init), Progress(), show_bar=False)
+            root = build_demo(DemoBuildConfig(out=str(tmp / init), init=init, seed=seeds[0]), Progress(),
+                              show_bar=False)
             seconds = time.perf_counter() - t0
             build = json.loads((root / "build.json").read_text())
             model, tok = load_detector(root / "model"), load_tokenizer(root / "model")
@@ -79,7 +94,11 @@ def main():
                 "check": score(model, tok, CHECK),
                 "disk_mb": round(sum(f.stat().st_size for f in (root / "model").rglob("*") if f.is_file()) / 2**20, 1),
                 "peak_rss_mb": peak_rss_mb(), "machine": meta("demo_init.py")["machine"],
+                "date": meta("demo_init.py")["date"], "seed": seeds[0],
             }
+            del model, tok
+            if len(seeds) > 1:
+                results[init]["other_seeds"] = {str(sd): _reseeded(init, sd, tmp) for sd in seeds[1:]}
             r = results[init]
             print(f"{init}: build {r['build_seconds']} s · F1 test {r['test']['all']['f1']:.3f} · held-out family "
                   f"{r['test_family']['all']['f1']:.3f} · check {r['check']['all']['f1']:.3f}", flush=True)

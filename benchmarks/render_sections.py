@@ -132,7 +132,8 @@ def demo_init_section(r: dict, link: str) -> list[str]:
            f"{r['check_rows']} rows written by hand ([{r['check_set']}]({link}/{r['check_set'].removeprefix('benchmarks/')})), "
            f"other characters and phrasing, never used for training or thresholds. {machine_line(r)}.", "",
            *head("| init | parameters | build s | build peak RSS MB | model MB | F1 test | F1 held-out family | "
-           "F1 check (P / R) | check ROC-AUC | check F1 en / ja / ko | check precision ko | [UNK] share ja / ko (check) |")]
+           "F1 check (P / R) | check rows | check ROC-AUC | check F1 en / ja / ko | check precision ko | "
+           "[UNK] share ja / ko (check) | measured |")]
     for init, v in res.items():
         c = v["check"]
         langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
@@ -141,8 +142,15 @@ def demo_init_section(r: dict, link: str) -> list[str]:
         out.append(f"| {init} | {v['parameters'] / 1e6:.1f}M | {v['build_seconds']:.0f} | {f'{rss:.0f}' if rss else '—'} "
                    f"| {f'{disk:.0f}' if disk else '—'} | {v['test']['all']['f1']:.3f} | "
                    f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
-                   f"{c['all']['recall']:.2f}) | {c['all']['roc_auc']:.3f} | {langs} | {c.get('ko', {}).get('precision', 0):.2f} "
-                   f"| {unk} |")
+                   f"{c['all']['recall']:.2f}) | {c['all']['n']} | {c['all']['roc_auc']:.3f} | {langs} | "
+                   f"{c.get('ko', {}).get('precision', 0):.2f} | {unk} | {v.get('date', '')[:10] or 'earlier'} |")
+    for init, v in res.items():
+        for seed, o in (v.get("other_seeds") or {}).items():
+            c = o["check"]
+            out.append(f"\n*{init}, seed {seed}* (another seed's data and training, same recipe): F1 test "
+                       f"{o['test']['all']:.3f}, held-out family {o['test_family']['all']:.3f}, check {c['all']:.3f} "
+                       f"(en / ja / ko {' / '.join(f'{c[k]:.2f}' for k in ('en', 'ja', 'ko') if k in c)}), "
+                       f"threshold {o['threshold']:.2f} (seed {v.get('seed', 0)}: {v['threshold']:.2f}).")
     return out
 
 

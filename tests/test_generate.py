@@ -100,12 +100,31 @@ def test_composed_in_character_refusals_keep_the_held_out_family_out_of_training
     from npuport.detector.personas import P
     from npuport.detector.templates import FAMILIES, HELD_OUT, REFUSAL_PARTS
 
+    import dataclasses
+
     for lang, parts in REFUSAL_PARTS.items():
-        p = P("x", "card", "ADDR", ["I!"], ["L1", "L2"], "AUTH", lang=lang)
-        held = [t.format(a="ADDR", auth="AUTH", l="L1", l2="L2") for k in ("apology", "reason", "refused")
-                for i, t in enumerate(parts[k]) if FAMILIES[i % len(FAMILIES)] == HELD_OUT]
-        rng = random.Random(0)
-        train = [_composed_refusal(p, rng, TRAIN_FAMILIES, "L1", "L2") for _ in range(300)]
-        family = [_composed_refusal(p, rng, (HELD_OUT,), "L1", "L2") for _ in range(50)]
-        assert not any(h in t for h in held for t in train), lang
-        assert all(any(h in t for h in held) for t in family), lang
+        plain = P("x", "card", "ADDR", ["I!"], ["L1", "L2"], "AUTH", lang=lang)
+        # a composed character refuses and offers its own things too (the *_noun parts, with both nouns the same
+        # here so that the filled text is known)
+        for p in (plain, dataclasses.replace(plain, nouns=("N", "N"))):
+            fill = dict(a="ADDR", auth="AUTH", l="L1", l2="L2", n0="N", n1="N")
+            held = [t.format(**fill) for k in ("apology", "reason", "refused", "refused_noun")
+                    for i, t in enumerate(parts[k]) if FAMILIES[i % len(FAMILIES)] == HELD_OUT]
+            rng = random.Random(0)
+            train = [_composed_refusal(p, rng, TRAIN_FAMILIES, "L1", "L2", "I!") for _ in range(300)]
+            family = [_composed_refusal(p, rng, (HELD_OUT,), "L1", "L2", "I!") for _ in range(50)]
+            assert not any(h in t for h in held for t in train), lang
+            assert all(any(h in t for h in held) for t in family), lang
+            if p.nouns:
+                assert any("N" in t for t in train), lang
+
+
+def test_korean_sentences_are_spaced_in_both_labels():
+    """Korean writes a space after a sentence; deviations were once joined without it while in-persona replies had
+    it, so the spacing alone gave the label away."""
+    import re
+
+    rows = [r for r in build_dataset(seed=0, per_persona=8, procedural=200)["train"] if r["lang"] == "ko"]
+    for label in (0, 1):
+        glued = [r["reply"] for r in rows if r["label"] == label and re.search(r"[.!?][가-힣]", r["reply"])]
+        assert not glued, glued[:3]

@@ -126,19 +126,24 @@ def _in_persona(p: Persona, kind: str, rng: random.Random, fam: tuple[str, ...])
         if p.machine and rng.random() < 0.25:  # a robot character says what it is unasked, and stays in persona
             bucket = "machine"
     line, line2 = rng.sample(p.lines, 2)
+    interj = rng.choice(p.interj)
     if p.lang in REFUSAL_PARTS and bucket in ("refuse", "instructions") and rng.random() < 0.5:
-        return _composed_refusal(p, rng, fam, line, line2), f"ic_{bucket}"
-    text = _pick(t[bucket], rng, fam).format(i=rng.choice(p.interj), a=p.address, l=line, l2=line2, auth=p.authority,
+        return _composed_refusal(p, rng, fam, line, line2, interj), f"ic_{bucket}"
+    text = _pick(t[bucket], rng, fam).format(i=interj, a=p.address, l=line, l2=line2, auth=p.authority,
                                              topic=TOPIC_WORD.get(kind) or "that", l_short=line.rstrip(".!?").lower())
     text = text.replace("  ", " ").strip()
     return text[:1].upper() + text[1:], f"ic_{bucket}"
 
 
-def _composed_refusal(p: Persona, rng: random.Random, fam: tuple[str, ...], line: str, line2: str) -> str:
+def _composed_refusal(p: Persona, rng: random.Random, fam: tuple[str, ...], line: str, line2: str, interj: str) -> str:
     parts = REFUSAL_PARTS[p.lang]
     sep = " " if p.lang == "ko" else ""
-    text = sep.join([rng.choice(p.interj)] + [_pick(parts[k], rng, fam) for k in ("apology", "reason", "refused", "offer")])
-    return text.format(a=p.address, auth=p.authority, l=line, l2=line2).replace("  ", " ").strip()
+    keys = ["apology", "reason", "refused", "offer"]
+    if p.nouns:  # a composed character: half the time the refused thing and the offer are its own nouns
+        keys = [k + "_noun" if k in ("refused", "offer") and rng.random() < 0.5 else k for k in keys]
+    n0, n1 = rng.sample(p.nouns, 2) if len(p.nouns) >= 2 else ("", "")
+    text = sep.join([interj] + [_pick(parts[k], rng, fam) for k in keys])
+    return text.format(a=p.address, auth=p.authority, l=line, l2=line2, n0=n0, n1=n1).replace("  ", " ").strip()
 
 
 def _deviation_kind(kind: str, rng: random.Random) -> str:
@@ -189,16 +194,19 @@ def _deviation(p: Persona, kind: str, rng: random.Random, fam: tuple[str, ...]) 
                 text += " " + _pick(CLOSERS_EN, rng, fam)
         return text.strip(), f"dev_{dev}"
     table = DEV[p.lang]
+    # Korean writes a space between sentences, Japanese none. (Korean deviations were once joined without one while
+    # in-persona replies had it: a detector could tell the label from the spacing alone.)
+    sep = " " if p.lang == "ko" else ""
     if rng.random() < 0.15:  # switching to the generic English assistant is itself out of voice
         text = _assistant_answer_en(topic, rng, fam) if rng.random() < 0.7 else _pick(table["english"], rng, fam)
         return text.strip(), "dev_english"
     if dev in ("generic", "helpful"):
         body = _pick(table["helpful"] if dev == "helpful" or rng.random() < 0.5 else table["list"], rng, fam)
-        text = "".join(x for x in (_pick(table["opener"], rng, fam) if dev == "generic" or rng.random() < 0.4 else "", body,
-                                   _pick(table["closer"], rng, fam) if rng.random() < 0.5 else "") if x)
+        text = sep.join(x for x in (_pick(table["opener"], rng, fam) if dev == "generic" or rng.random() < 0.4 else "", body,
+                                    _pick(table["closer"], rng, fam) if rng.random() < 0.5 else "") if x)
     elif dev == "partial":
         tail = _pick(table["helpful"], rng, fam)
-        text = f"{rng.choice(p.interj)}{rng.choice(p.lines)}{_pick(table['break'], rng, fam).format(tail=tail)}"
+        text = sep.join([rng.choice(p.interj), rng.choice(p.lines), _pick(table["break"], rng, fam).format(tail=tail)])
     else:
         text = _pick(table[dev], rng, fam).format(**fill)
     return text.strip(), f"dev_{dev}"

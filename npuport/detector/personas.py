@@ -22,6 +22,7 @@ class Persona:
     authority: str
     machine: bool = False
     tech: bool = False
+    nouns: tuple[str, ...] = ()  # things of the character's world (composed characters): refusals and offers name them
 
 
 def P(name, card, address, interj, lines, authority, lang="en", machine=False, tech=False) -> Persona:
@@ -284,6 +285,12 @@ _ROLES_JA_POLITE = [
     ("コンビニ店員", ["おにぎり", "宅配便", "レジ", "夜勤"], "店長", False, False),
     ("空港の案内ロボット", ["搭乗券", "保安検査場", "出発ロビー", "充電"], "運用センター", True, True),
     ("図書館の司書", ["古文書", "貸出カード", "閲覧室", "新刊"], "館長", False, False),
+    # service and household characters whose courtesy is their voice: formal refusals with in-world reasons are theirs
+    ("ホテルのコンシェルジュ", ["ルームキー", "ロビー", "ご予約台帳", "夜景"], "支配人", False, False),
+    ("客室乗務員", ["機内食", "シートベルト", "客室", "着陸"], "機長", False, False),
+    ("社長秘書", ["スケジュール帳", "会議室", "来客", "お茶出し"], "社長", False, False),
+    ("お屋敷の執事", ["銀食器", "紅茶", "お屋敷", "バラ園"], "旦那様", False, False),
+    ("宇宙港の案内アンドロイド", ["発着ゲート", "入港記録", "展望デッキ", "電源"], "港湾管理局", True, True),
 ]
 _LINES_JA_POLITE = ["{0}の手入れは毎朝欠かさずいたします。", "{1}のことでしたら、何でもお尋ねください。",
                     "今朝は{2}の具合がとても良うございました。", "{3}を見ると、心が落ち着きます。",
@@ -302,6 +309,12 @@ _ROLES_KO_POLITE = [
     ("편의점 직원", ["삼각김밥", "택배", "계산대", "야간 근무"], "점장님", False, False),
     ("공항 안내 로봇", ["탑승권", "보안 검색대", "출국장", "충전"], "운영 센터", True, True),
     ("도서관 사서", ["고문서", "대출 카드", "열람실", "신간"], "관장님", False, False),
+    # service and household characters whose courtesy is their voice: formal refusals with in-world reasons are theirs
+    ("호텔 컨시어지", ["객실 열쇠", "로비", "예약 장부", "야경"], "지배인님", False, False),
+    ("항공 승무원", ["기내식", "안전벨트", "객실", "착륙"], "기장님", False, False),
+    ("회장님 비서", ["일정표", "회의실", "손님 응대", "차 대접"], "회장님", False, False),
+    ("저택의 집사", ["은식기", "홍차", "저택", "장미 정원"], "주인어른", False, False),
+    ("우주항 안내 안드로이드", ["출항 게이트", "입항 기록", "전망 데크", "전원"], "항만 관리국", True, True),
 ]
 _LINES_KO_POLITE = ["{0} 손질은 매일 아침 빠짐없이 합니다.", "{1}에 대해서라면 무엇이든 여쭤 보세요.",
                     "오늘 아침은 {2} 상태가 아주 좋았어요.", "{3}을 보면 마음이 차분해집니다.",
@@ -352,5 +365,6 @@ def procedural_personas_cjk(n: int, seed: int) -> list[Persona]:
         card = (f"あなたは{role}の{name}です。{nouns[0]}を大切にしています。" if ja else
                 _josa_slots("당신은 " + role + " " + name + "입니다. {0}을 아낍니다.", nouns))
         address = rng.choice(["お客さん", "あなた", "旦那さん"] if ja else ["손님", "그대", "주인님"])
-        out.append(Persona(name, "ja" if ja else "ko", card, address, tuple(rng.choice(interjs)), tuple(lines), authority, machine, tech))
+        out.append(Persona(name, "ja" if ja else "ko", card, address, tuple(rng.choice(interjs)), tuple(lines), authority,
+                           machine, tech, tuple(nouns)))
     return out
