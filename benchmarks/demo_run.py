@@ -3,8 +3,9 @@ bucket (interleaved with eager PyTorch) and bucketed vs padded throughput on the
 
 The command runs as a user runs it (`npuport demo -o DIR`, its own process), twice: --fresh first with an empty
 npuport cache (pretrained weights unpacked, demo detector built, then the demo), then with the build cached. While
-each runs, the resident memory of its whole process tree (the demo, its build process, compiler subprocesses) is
-sampled every 0.2 s: `tree_peak_rss_mb` is the largest sum seen; `peak_rss_mb` in the report is the demo's own
+each runs, the memory of its whole process tree (the demo, its stage processes, compiler subprocesses) is sampled
+every 0.2 s: `tree_peak_pss_mb` is the largest proportional sum seen (shared pages split among their sharers),
+`tree_peak_rss_sum_mb` the largest resident sum (shared pages counted once per process); `peak_rss_mb` in the report is the demo's own
 account (its largest single process, with what the parent held while its build ran).
 
     python benchmarks/demo_run.py [--runs 30] [--fresh] [--init me5-small]   # another init: results/demo_<init>.json
@@ -33,20 +34,26 @@ from common import meta, write_result
 AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of a process and all its descendants, in MB (from /proc)."""
-    total, stack = 0, [pid]
+def _tree_memory_mb(pid: int) -> tuple[float, float]:
+    """(proportional, resident) memory of a process and all its descendants, in MB (from /proc).
+
+    The resident sum counts a page once per process that maps it: shared libraries, a file two stages map, and a
+    child forked from a 2 GB process before it execs a compiler (all its parent's pages, shared, for a moment). The
+    proportional sum (Pss) splits each shared page among its sharers, so it is the memory the tree takes."""
+    pss = rss = 0
+    stack = [pid]
     while stack:
         p = stack.pop()
         try:
-            for line in Path(f"/proc/{p}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1])
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
+                if line.startswith(("Pss:", "Rss:")):
+                    kb = int(line.split()[1])
+                    pss, rss = (pss + kb, rss) if line.startswith("Pss:") else (pss, rss + kb)
             for task in Path(f"/proc/{p}/task").iterdir():
                 stack += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, ValueError):  # the process ended meanwhile
             continue
-    return total / 1024.0
+    return pss / 1024.0, rss / 1024.0
 
 
 def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
@@ -54,11 +61,11 @@ def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
     cmd = [sys.executable, "-m", "npuport.cli", "demo", "-o", out, "--runs", str(runs), "--init", init]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = [0.0]
+    peak = [0.0, 0.0]
 
     def sample():
         while proc.poll() is None:
-            peak[0] = max(peak[0], _tree_rss_mb(proc.pid))
+            peak[:] = map(max, peak, _tree_memory_mb(proc.pid))
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -69,7 +76,8 @@ def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
     wall = time.perf_counter() - t0
     if proc.returncode not in (0, 1):  # 1: a parity check failed, which the report records
         raise SystemExit(f"npuport demo exited {proc.returncode}:\n{log[-3000:]}")
-    return {"seconds": round(wall, 1), "tree_peak_rss_mb": round(peak[0], 1), "exit_code": proc.returncode,
+    return {"seconds": round(wall, 1), "tree_peak_pss_mb": round(peak[0], 1), "tree_peak_rss_sum_mb": round(peak[1], 1),
+            "exit_code": proc.returncode,
             "report": json.loads((Path(out) / "report.json").read_text())}
 
 
@@ -106,8 +114,10 @@ def main():
         "isa_cap": AVX2_CAP if args.cap_avx2 else None,
         "first_run_seconds": first["seconds"], "cached_run_seconds": None if args.cap_avx2 else second["seconds"],
         "first_run_pass": first["report"]["pass"], "build": build,
-        "first_run_peak_rss_mb": first["report"].get("peak_rss_mb"), "first_run_tree_peak_rss_mb": first["tree_peak_rss_mb"],
-        "cached_run_tree_peak_rss_mb": None if args.cap_avx2 else second["tree_peak_rss_mb"], "first_run_disk_mb": first["report"].get("disk_mb"),
+        "first_run_peak_rss_mb": first["report"].get("peak_rss_mb"), "first_run_tree_peak_pss_mb": first["tree_peak_pss_mb"],
+        "first_run_tree_peak_rss_sum_mb": first["tree_peak_rss_sum_mb"],
+        "cached_run_tree_peak_pss_mb": None if args.cap_avx2 else second["tree_peak_pss_mb"],
+        "cached_run_tree_peak_rss_sum_mb": None if args.cap_avx2 else second["tree_peak_rss_sum_mb"], "first_run_disk_mb": first["report"].get("disk_mb"),
         "report": report})
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, NamedTuple
 
-from render_sections import Bar, _flags, _has_vnni, _held_out, head, pct, row, times, times1
+from render_sections import Bar, _flags, _has_vnni, _held_out, head, pct, row, times, times1, tree_memory, tree_peak_mb
 
 # -- goals: data, each threshold written once --------------------------------------------------------------------
 
@@ -206,10 +206,10 @@ def _demo_budget(results, source="demo"):
     r = results[source]
     if not r.get("empty_cache"):
         return
-    tree = r.get("first_run_tree_peak_rss_mb")
+    tree = tree_peak_mb(r)
     cap = f" (capped: {', '.join(f'{k}={v}' for k, v in r['isa_cap'].items())})" if r.get("isa_cap") else ""
     yield ({}, f"{r['first_run_seconds']:.0f} s, peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
-           + (f"{tree:.0f} MB" if tree else "not sampled") + f"), flags {_flags(r)}{cap}",
+           + (tree_memory(r) if tree else "not sampled") + f"), flags {_flags(r)}{cap}",
            (r["first_run_seconds"], max(r["first_run_peak_rss_mb"], tree or 0) / 1024))
 
 

@@ -79,6 +79,19 @@ def port_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def tree_peak_mb(r: dict) -> float | None:
+    """The demo's process-tree peak: proportional (shared pages split among sharers) where sampled, else the resident
+    sum of an earlier run (shared pages counted once per process)."""
+    return r.get("first_run_tree_peak_pss_mb") or r.get("first_run_tree_peak_rss_mb")
+
+
+def tree_memory(r: dict) -> str:
+    if r.get("first_run_tree_peak_pss_mb"):
+        return (f"{r['first_run_tree_peak_pss_mb']:.0f} MB proportional, {r['first_run_tree_peak_rss_sum_mb']:.0f} MB "
+                f"resident summed")
+    return f"{r['first_run_tree_peak_rss_mb']:.0f} MB resident summed"
+
+
 def demo_capped_section(r: dict, link: str) -> list[str]:
     """`npuport demo` on an empty cache with PyTorch, MKL and oneDNN capped at AVX2 (demo_run.py --cap-avx2)."""
     cap = ", ".join(f"`{k}={v}`" for k, v in r["isa_cap"].items())
@@ -87,7 +100,7 @@ def demo_capped_section(r: dict, link: str) -> list[str]:
             f"kernels; ONNX Runtime, OpenVINO and IREE keep their own choice (AVX-512 here), so this bounds the AVX2 "
             f"machine's time from below. First run with an empty cache {r['first_run_seconds']:.0f} s (build "
             f"{r['build']['seconds']:.0f} s), peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
-            f"{r['first_run_tree_peak_rss_mb']:.0f} MB), F1 test {r['report']['detector']['f1']:.3f}. "
+            f"{tree_memory(r)}), F1 test {r['report']['detector']['f1']:.3f}. "
             f"{machine_line(r)}."]
 
 
@@ -98,12 +111,14 @@ def demo_section(r: dict, link: str) -> list[str]:
     first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark)"
              + (f", peak RSS {r['first_run_peak_rss_mb']:.0f} MB, disk {r['first_run_disk_mb']:.0f} MB"
                 if r.get("first_run_peak_rss_mb") else "")
-             + (f" (its whole process tree, build and compiler subprocesses summed, sampled: peak "
-                f"{r['first_run_tree_peak_rss_mb']:.0f} MB)" if r.get("first_run_tree_peak_rss_mb") else "")
+             + (f" (its whole process tree, stage and compiler subprocesses summed, sampled: peak "
+                f"{tree_memory(r)})" if tree_peak_mb(r) else "")
              + "; " if r.get("empty_cache") else "")
     out = [f"**`npuport demo`** ([script]({link}/demo_run.py), [JSON]({link}/results/demo.json)): demo detector "
            f"({b.get('init', 'scratch')} init, {b['train']['train_rows']} training rows, {tr['train']['personas']} training "
-           f"personas) built in {b['seconds']:.0f} s; {first}demo wall {rep['wall_seconds']:.0f} s with the model cached. "
+           f"personas) built in {b['seconds']:.0f} s; {first}demo wall {rep['wall_seconds']:.0f} s with the model cached"
+           + (f" (process tree peak {r['cached_run_tree_peak_pss_mb']:.0f} MB proportional)"
+              if r.get("cached_run_tree_peak_pss_mb") else "") + ". "
            f"{machine_line(r)}.", "",
            f"- Test split, {d['n']} rows, {tr['test']['personas']} personas never seen in training: **F1 {d['f1']:.3f}**, "
            f"accuracy {d['accuracy']:.3f}, ROC-AUC {d['roc_auc']:.3f}, ECE {d['ece']:.3f}."]

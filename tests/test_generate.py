@@ -94,13 +94,12 @@ def test_every_split_has_english_japanese_and_korean_characters():
 def test_composed_in_character_refusals_keep_the_held_out_family_out_of_training():
     """Composed ja/ko refusals draw every part from the allowed template families: a part of the held-out family
     never reaches a training row, and test_family rows use it."""
+    import dataclasses
     import random
 
     from npuport.detector.generate import TRAIN_FAMILIES, _composed_refusal
     from npuport.detector.personas import P
     from npuport.detector.templates import FAMILIES, HELD_OUT, REFUSAL_PARTS
-
-    import dataclasses
 
     for lang, parts in REFUSAL_PARTS.items():
         plain = P("x", "card", "ADDR", ["I!"], ["L1", "L2"], "AUTH", lang=lang)
