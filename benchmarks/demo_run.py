@@ -34,26 +34,34 @@ from common import meta, write_result
 AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 
 
-def _tree_memory_mb(pid: int) -> tuple[float, float]:
-    """(proportional, resident) memory of a process and all its descendants, in MB (from /proc).
+def _tree_memory_mb(pid: int) -> tuple[float, float, list]:
+    """(proportional, resident) memory of a process and all its descendants, in MB (from /proc), and each process's
+    (pid, name, Pss MB).
 
     The resident sum counts a page once per process that maps it: shared libraries, a file two stages map, and a
     child forked from a 2 GB process before it execs a compiler (all its parent's pages, shared, for a moment). The
     proportional sum (Pss) splits each shared page among its sharers, so it is the memory the tree takes."""
     pss = rss = 0
-    stack = [pid]
+    procs, stack, seen = [], [pid], set()
     while stack:
         p = stack.pop()
+        if p in seen:  # a child listed under two of its parent's threads is counted once
+            continue
+        seen.add(p)
         try:
+            mine = 0
             for line in Path(f"/proc/{p}/smaps_rollup").read_text().splitlines():
                 if line.startswith(("Pss:", "Rss:")):
                     kb = int(line.split()[1])
                     pss, rss = (pss + kb, rss) if line.startswith("Pss:") else (pss, rss + kb)
+                    mine += kb if line.startswith("Pss:") else 0
+            name = Path(f"/proc/{p}/comm").read_text().strip()
+            procs.append((p, name, round(mine / 1024.0, 1)))
             for task in Path(f"/proc/{p}/task").iterdir():
                 stack += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, ValueError):  # the process ended meanwhile
             continue
-    return pss / 1024.0, rss / 1024.0
+    return pss / 1024.0, rss / 1024.0, procs
 
 
 def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
@@ -61,11 +69,14 @@ def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
     cmd = [sys.executable, "-m", "npuport.cli", "demo", "-o", out, "--runs", str(runs), "--init", init]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    peak = [0.0, 0.0]
+    peak, at_peak = [0.0, 0.0], []
 
     def sample():
         while proc.poll() is None:
-            peak[:] = map(max, peak, _tree_memory_mb(proc.pid))
+            pss, rss, procs = _tree_memory_mb(proc.pid)
+            if pss > peak[0]:
+                at_peak[:] = sorted(procs, key=lambda r: -r[2])
+            peak[:] = max(peak[0], pss), max(peak[1], rss)
             time.sleep(0.2)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -77,6 +88,7 @@ def run_cli(out: str, env: dict, runs: int, init: str) -> dict:
     if proc.returncode not in (0, 1):  # 1: a parity check failed, which the report records
         raise SystemExit(f"npuport demo exited {proc.returncode}:\n{log[-3000:]}")
     return {"seconds": round(wall, 1), "tree_peak_pss_mb": round(peak[0], 1), "tree_peak_rss_sum_mb": round(peak[1], 1),
+            "tree_peak_processes": [{"pid": p, "name": n, "pss_mb": m} for p, n, m in at_peak if m >= 10],
             "exit_code": proc.returncode,
             "report": json.loads((Path(out) / "report.json").read_text())}
 
@@ -117,7 +129,9 @@ def main():
         "first_run_peak_rss_mb": first["report"].get("peak_rss_mb"), "first_run_tree_peak_pss_mb": first["tree_peak_pss_mb"],
         "first_run_tree_peak_rss_sum_mb": first["tree_peak_rss_sum_mb"],
         "cached_run_tree_peak_pss_mb": None if args.cap_avx2 else second["tree_peak_pss_mb"],
-        "cached_run_tree_peak_rss_sum_mb": None if args.cap_avx2 else second["tree_peak_rss_sum_mb"], "first_run_disk_mb": first["report"].get("disk_mb"),
+        "cached_run_tree_peak_rss_sum_mb": None if args.cap_avx2 else second["tree_peak_rss_sum_mb"],
+        "first_run_tree_peak_processes": first["tree_peak_processes"],
+        "cached_run_tree_peak_processes": None if args.cap_avx2 else second["tree_peak_processes"], "first_run_disk_mb": first["report"].get("disk_mb"),
         "report": report})
 
 
