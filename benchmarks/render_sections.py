@@ -437,6 +437,37 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def npu_qat_section(r: dict, link: str) -> list[str]:
+    """Quantization-aware fine-tuning for Ethos-U against post-training calibration (P13 #2)."""
+    q, f = r["qat"], r["float"]
+    out = [f"**Quantization-aware fine-tuning for Ethos-U (P13)** — the demo detector ({r['demo_init']} init) to "
+           f"{r['device']} at int8, {r['shape']}, executed by the TOSA reference model on the partitions handed to "
+           f"Vela; decisions against the float detector's (before QAT) on {r['eval_split']}, never trained or "
+           f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
+           f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}; "
+           f"its port loads the trained ranges, no calibration ([script]({link}/npu_qat.py), "
+           f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| run | decisions kept vs float | F1 | max abs ΔP vs float | fake-quant vs reference | "
+                 "Vela cycles (est. ms) | wall s |"),
+           f"| float detector | 100.0% | {f['f1']:.4f} | — | — | — | — |"]
+    for name, label in (("ptq", "PTQ (calibrated)"), ("qat", "QAT (trained ranges)")):
+        v = r["runs"][name]
+        e = v["on_eval"]
+        wall = v["port_wall_s"] + v.get("train_wall_s", 0)
+        proof = v["proof"]
+        fq = f"{proof['fake_quant_vs_reference_max_abs']:.1e}" + (
+            f" (trained graph {proof['qat_forward_vs_reference_max_abs']:.1e})"
+            if "qat_forward_vs_reference_max_abs" in proof else "")
+        out.append(f"| {label} | {e['decisions_kept_vs_float']:.1%} | {e['f1']:.4f} | {e['max_abs_prob_diff_vs_float']:.3f} "
+                   f"| {fq} | {v['cycles']:,} ({v['estimated_ms']:.1f}) | {wall:.0f} |")
+    val = r["runs"]["qat"]["on_val"]
+    out += ["", f"QAT's own figures on the validation rows (fake-quantised graph, decisions kept vs float): before "
+            f"training {val['fake_quant_before']['decisions_kept_vs_float']:.1%} (ranges from one pass: what "
+            f"calibration gives), after {val['fake_quant_after']['decisions_kept_vs_float']:.1%} "
+            f"({r['runs']['qat']['steps']} steps)."]
+    return out
+
+
 def ethosu_profile_section(r: dict, link: str) -> list[str]:
     """Where an Ethos-U port's time goes (P13 #3)."""
     own = {k: v for k, v in r["arm_pass_seconds_top"].items() if k != "arm_pass_manager"}  # the manager: every pass

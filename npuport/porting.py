@@ -29,7 +29,7 @@ from .models.detector import Detector, max_positions, state_fingerprint
 from .models.tokfiles import TokenizerFiles
 from .proof import prove, reference_logits
 from .router import BucketRouter
-from .runtimes import feeds_of, get_runtime, runtime_names
+from .runtimes import _qat, feeds_of, get_runtime, runtime_names
 from .spec import INTEGER_PRECISIONS, CompileSpec, ShapeSpec
 from .static.adapters import check_attention
 from .static.capture import capture, make_probes
@@ -247,12 +247,48 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         what = "--calibration-data" if cfg.calibration_data else "--eval-data"
         specs = {n: dataclasses.replace(s, calibration=tuple(rows), calibration_source=f"{what} {Path(calib_file).name}"
                                         f" ({len(rows)} rows)") for n, s in specs.items()}
+    specs = _with_qat(cfg, specs)
     source = cfg.source.describe(model, state_fingerprint(model))
     files = TokenizerFiles.of(tokenizer) if tokenizer is not None else None
     del tokenizer  # its rows are encoded; a 250k-piece tokenizer object holds ~0.35 GB through every compile
     return _Inputs(specs=specs, model=model, tokenizer=files, eval_rows=eval_rows, source=source, cfg=cfg,
                    bucket_plan=plan)
 
+
+
+def _with_qat(cfg: PortConfig, specs: dict[str, CompileSpec]) -> dict[str, CompileSpec]:
+    """A detector fine-tuned with `detector train --qat TARGET`: TARGET's spec takes the trained ranges (no
+    calibration) when the port matches what was trained; anything that would quantise other edges is refused."""
+    info = _qat.read_info(cfg.source.model_dir) if cfg.source.model_dir else None
+    if info is None or info["target"] not in specs:
+        return specs  # other runtimes take the trained float weights as any detector's
+    name, spec = info["target"], specs[info["target"]]
+    trained = f"--device {info['device']} --precision {info['precision']}"
+    if (spec.device, spec.precision) != (info["device"], info["precision"]):
+        raise ConfigError(f"{cfg.source.model_dir} was trained quantization-aware for {name} on {info['device']} at "
+                          f"{info['precision']}; port {name} with {trained}, or train it again for {spec.device} at "
+                          f"{spec.precision} (`npuport detector train --help`: its QAT options)")
+    q = cfg.quant
+    if q.int16 or q.fixed_keep or q.auto_keep or q.sensitivity or q.method != "minmax":
+        raise ConfigError(f"{cfg.source.model_dir} holds ranges trained for the whole graph at {info['precision']} "
+                          f"(qat.json): --int16, --keep-fp32, --sensitivity and --calibration-method would quantise "
+                          f"other edges than the ones trained; drop them, or port a detector trained without QAT")
+    missing = [b for b in cfg.shapes.batch_sizes if b not in info["batch_sizes"]]
+    if missing:
+        have = ",".join(map(str, info["batch_sizes"]))
+        raise ConfigError(f"the QAT ranges in {cfg.source.model_dir} cover batch sizes {have}, not "
+                          f"{','.join(map(str, missing))}: port with --batch-sizes {have}, or train it again with batch sizes "
+                          f"{','.join(map(str, sorted({*info['batch_sizes'], *missing})))} (`npuport detector train "
+                          "--help`: its QAT options)")
+    ranges = Path(cfg.source.model_dir) / _qat.RANGES_FILE
+    _qat.check(ranges, info["ranges_sha256"])  # before any heavy work
+    b, t = info["shape"]
+    qat = {"ranges": str(ranges), "ranges_sha256": info["ranges_sha256"], "steps": info["steps"], "shape": [b, t],
+           "ranges_origin": info["ranges_origin"], "eval_on": info["eval_on"],
+           **{k: info[k] for k in ("float", "fake_quant_before", "fake_quant_after") if k in info},
+           "describe": f"quantization-aware training ({info['steps']} steps at {b}x{t}; {_qat.RANGES_FILE} "
+                       f"sha256 {info['ranges_sha256'][:12]})"}
+    return {**specs, name: dataclasses.replace(spec, options={**spec.options, "qat": qat})}
 
 
 def _plan(cfg: PortConfig, model, tokenizer, progress: Progress) -> tuple[PortConfig, dict]:

@@ -79,6 +79,10 @@ FAILING = [
     (["lm", "sample", "{tmp}", "--prompt", "Once", "--temperature", "-1"], "--temperature"),
     (["detector", "train", "--data", "{tmp}/none.jsonl", "--init", "{tmp}", "--buckets", "16", "-o", "{tmp}/d"],
      "need --runtime"),
+    (["detector", "train", "--data", "{tmp}/none.jsonl", "--init", "{tmp}", "--qat", "ethos-u", "--runtime",
+      "onnxruntime", "-o", "{tmp}/d"], "belong to plain training"),
+    (["detector", "train", "--data", "{tmp}/none.jsonl", "--init", "{tmp}", "--qat", "onnxruntime", "-o", "{tmp}/d"],
+     "targets that have one"),
 ]
 
 

@@ -22,10 +22,10 @@ def register(sub) -> None:
     g.add_argument("--preset", choices=PRESETS.names(), help="random-init architecture (needs --tokenizer)")
     t.add_argument("--tokenizer", help="directory with tokenizer files, for --preset")
     t.add_argument("-o", "--out", required=True, help="run directory: model/, checkpoint/, metrics.jsonl")
-    t.add_argument("--epochs", type=positive_int, default=6)
-    t.add_argument("--lr", type=float, default=5e-4)
-    t.add_argument("--batch", type=positive_int, default=32)
-    t.add_argument("--max-len", type=positive_int, default=256)
+    t.add_argument("--epochs", type=positive_int, help="default 6 (with --qat: 2)")
+    t.add_argument("--lr", type=float, help="peak learning rate, default 5e-4 (with --qat: 2e-5)")
+    t.add_argument("--batch", type=positive_int, help="default 32 (with --qat: 16)")
+    t.add_argument("--max-len", type=positive_int, help="default 256 (with --qat: 128, the one length QAT trains at)")
     t.add_argument("--patience", type=positive_int, default=2, help="epochs without val-F1 gain before stopping")
     t.add_argument("--train-top-layers", type=int, metavar="N",
                    help="freeze the embeddings and all but the top N encoder layers (for a pretrained --init)")
@@ -46,6 +46,15 @@ def register(sub) -> None:
                         "it: eager, openvino (`lm train --precision` says more). Default: the runtime's own (fp32; qnn: "
                         "fp16)")
     a.add_argument("--threads", type=positive_int, help="runtime threads (default: all cores)")
+    q = t.add_argument_group("quantization-aware training for an integer NPU (fine-tunes a trained detector, --init)")
+    q.add_argument("--qat", metavar="TARGET", help="train through TARGET's own quantizer (fake-quant: ethos-u); `port` "
+                   "then uses the ranges it learned instead of calibrating. The model goes to OUT/model")
+    q.add_argument("--qat-device", metavar="DEVICE", help="the target's device, e.g. ethos-u85-256 (default: the "
+                   "runtime's own, `npuport doctor` lists them)")
+    q.add_argument("--qat-precision", choices=("int8", "int16"), default="int8",
+                   help="int8, or int16 (16-bit activations, 8-bit weights)")
+    q.add_argument("--qat-batch-sizes", type=csv_list("qat-batch-sizes", int), default=[1],
+                   help="the batch sizes you will port (`port --batch-sizes`): each gets its ranges (default 1)")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
@@ -68,6 +77,8 @@ def register(sub) -> None:
 def run(args) -> int:
     sub = args.detector_command
     prog = progress(args)
+    if sub == "train" and args.qat:
+        return _qat(args, prog)
     if sub == "train":
         from ..detector.config import DetectorTrainConfig
         from ..detector.train import train
@@ -76,7 +87,8 @@ def run(args) -> int:
         bound_heap()
 
         cfg = DetectorTrainConfig(data=args.data, val=args.val, init=args.init, preset=args.preset, tokenizer_dir=args.tokenizer,
-                          out=args.out, epochs=args.epochs, lr=args.lr, batch=args.batch, max_len=args.max_len,
+                          out=args.out, epochs=args.epochs or 6, lr=args.lr or 5e-4, batch=args.batch or 32,
+                          max_len=args.max_len or 256,
                           patience=args.patience, seed=args.seed, resume=args.resume,
                           train_top_layers=args.train_top_layers, head_lr=args.head_lr, runtime=args.runtime,
                           buckets=args.buckets, gather_free=args.gather_free, precision=args.precision,
@@ -115,3 +127,30 @@ def run(args) -> int:
             print(f"{k}: {v['rows']} rows, {v['personas']} personas, {v['deviation_fraction']:.0%} deviations, languages {v['languages']}")
         return 0
     raise AssertionError(sub)
+
+
+QAT_ONLY_WITHOUT = {"preset": "--preset", "runtime": "--runtime", "resume": "--resume", "buckets": "--buckets",
+                    "train_top_layers": "--train-top-layers", "head_lr": "--head-lr", "gather_free": "--gather-free",
+                    "precision": "--precision"}
+
+
+def _qat(args, prog) -> int:
+    from ..detector.qat import QatConfig, qat_train
+    from ..errors import ConfigError
+
+    given = [flag for k, flag in QAT_ONLY_WITHOUT.items() if getattr(args, k) not in (None, False)]
+    if given:
+        raise ConfigError(f"--qat fine-tunes a trained detector (--init DIR) through the target's quantizer; "
+                          f"{', '.join(given)} belong to plain training: drop them (--qat-precision sets int8/int16)")
+    cfg = QatConfig(data=args.data, val=args.val, init=args.init, out=args.out, target=args.qat, device=args.qat_device,
+                    precision=args.qat_precision, epochs=args.epochs or 2, lr=args.lr or 2e-5, batch=args.batch or 16,
+                    max_len=args.max_len or 128, batch_sizes=tuple(args.qat_batch_sizes), seed=args.seed)
+    with prog.live():
+        info = qat_train(cfg, prog, show_bar=not args.quiet)
+    b, a, f = info["fake_quant_before"], info["fake_quant_after"], info["float"]
+    print(f"QAT for {info['target']} {info['device']} {info['precision']}: {info['steps']} steps in {info['seconds']} s "
+          f"· decisions kept vs float {b['decisions_kept_vs_float']:.1%} -> {a['decisions_kept_vs_float']:.1%} · F1 "
+          f"float {f['f1']:.4f}, fake-quant {b['f1']:.4f} -> {a['f1']:.4f} ({info['eval_on']}) · model: "
+          f"{os.path.join(args.out, 'model')} (port it with --backend {info['target']} --device {info['device']}"
+          f"{' --precision int16' if info['precision'] == 'int16' else ''})")
+    return 0

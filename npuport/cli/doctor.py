@@ -39,7 +39,8 @@ def run(args) -> int:
         status = "[green]available[/]" if r["available"] else "[red]unavailable[/]"
         yes = lambda b: "yes" if b else "—"  # noqa: E731
         t.add_row(name, status, r["executes"], ",".join(r["compiles_from"]), yes(r["ports"]),
-                  ",".join(r["train_precisions"]) if r["trains"] else "—", vers, devs,
+                  ",".join(r["train_precisions"]) if r["trains"] else ("QAT (detector train --qat)" if r["qat"]
+                                                                       else "—"), vers, devs,
                   r["description"] if r["available"] else r["reason"])
     c.print(t)
     return 0

@@ -187,12 +187,19 @@ class Runtime:
     partitions: ClassVar[bool] = False
     quantizes_dynamic: ClassVar[bool] = False  # `--quantization dynamic` (int8 weights, activations ranged per call)
     calibration_methods: ClassVar[tuple[str, ...]] = ("minmax",)  # `--calibration-method` values it honours
+    # quantization-aware training through this runtime's own quantizer (`detector train --qat NAME`: prepare_qat),
+    # whose learned ranges `port` then uses instead of calibrating (runtimes/_qat.py)
+    qat: ClassVar[bool] = False
     distributions: ClassVar[tuple[str, ...]] = ()  # PyPI distributions whose versions go beside every figure
     # parity tolerances that differ from the table's for a precision: {precision: {"logit", "prob", "agreement"}}
     tolerances: ClassVar[dict[str, dict[str, float]]] = {}
     # what `open` and `open_graph` build: Session(directory, manifest, threads), Executor(graph, threads, device)
     session_class: ClassVar[type | None] = None
     executor_class: ClassVar[type | None] = None
+
+    def prepare_qat(self, module, example, device: str, precision: str):
+        """The module as a PT2E graph with this target's fake-quant modules, trainable (`qat` runtimes only)."""
+        raise ConfigError(f"{self.name} has no quantization-aware training; runtimes that have: see `npuport doctor`")
 
     @property
     def capture_method(self) -> str:
@@ -235,7 +242,7 @@ class Runtime:
     def capabilities(self) -> dict:
         return {"compiles_from": list(self.compiles_from), "executes": self.executes, "ports": self.ports,
                 "runs_graphs": self.runs_graphs, "trains": self.trains, "max_buckets": self.max_buckets,
-                "compact_tables": self.compact_tables,
+                "compact_tables": self.compact_tables, "qat": self.qat,
                 "train_precisions": list(self.train_precisions) if self.trains else []}
 
     def check(self, spec: CompileSpec) -> None:

@@ -243,6 +243,43 @@ def _quantize(export, module, example, calib, eu_spec, precision: str, raised: t
     return convert_pt2e(prepared)
 
 
+def _qat_prepared(module, example, eu_spec, precision: str):
+    """prepare_qat_pt2e with the same configs as _quantize's global one, fake-quant instead of observers. Exported
+    with gradients on (a graph exported under no_grad would not train); QAT and port build it the same way, so their
+    fake-quant modules match one for one (runtimes/_qat.py checks it)."""
+    import torch
+    from executorch.backends.arm.quantizer import (
+        EthosUQuantizer,
+        get_symmetric_a16w8_quantization_config,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
+
+    with warnings.catch_warnings(), _quiet():
+        warnings.simplefilter("ignore")
+        m = torch.export.export(module, tuple(example), strict=True).module(check_guards=False)
+        q = EthosUQuantizer(eu_spec)
+        q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True) if precision == "int16"
+                     else get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+        return prepare_qat_pt2e(m, q)
+
+
+def _from_qat(captured, spec, shape, example):
+    """The QAT ranges loaded into this shape's graph, frozen and converted; with the trained fake-quant graph's own
+    logits on the probes (the QAT model's forward, which the integer graph must reproduce)."""
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    from . import _qat
+
+    qat = spec.options["qat"]
+    prepared = _qat_prepared(captured.static, example, _compile_spec(spec.device), spec.precision)
+    _qat.load(prepared, Path(qat["ranges"]), shape[0], qat["ranges_sha256"])
+    with torch.no_grad():
+        fq = [prepared(ids, mask).float() for ids, mask in captured.probes(shape, n=3)]
+    return convert_pt2e(prepared), fq
+
+
 SENSITIVITY_ROWS = 16
 
 
@@ -282,10 +319,14 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     b, t = shape
     eu_spec = _compile_spec(spec.device)
     example = captured.example(shape)
-    calib = captured.calibration_batches(shape, spec.calibration)
     raised, _ = raised_groups(spec, module_groups(captured.static))
-    qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised),
-                   host=tuple(spec.options.get("keep_fp32") or ()))
+    qat_fq = None
+    if spec.options.get("qat"):  # the ranges QAT trained, not a calibration
+        qm, qat_fq = _from_qat(captured, spec, shape, example)
+    else:
+        calib = captured.calibration_batches(shape, spec.calibration)
+        qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised),
+                       host=tuple(spec.options.get("keep_fp32") or ()))
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
     with _vela_parts(work / f"{b}x{t}") as parts:
@@ -311,18 +352,22 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     # The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
     # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
     run = _load_program(out, f"ethosu_{b}x{t}_host")
-    fq, fl = [], []
+    fq, fl, qf = [], [], []
     with torch.no_grad():
-        for ids, mask in captured.probes((b, t), n=3):
+        for i, (ids, mask) in enumerate(captured.probes((b, t), n=3)):
             got = run(ids, mask)[0].float()
             fq.append(float((qm(ids, mask).float() - got).abs().max()))
             fl.append(float((captured.reference(ids, mask) - got).abs().max()))
+            if qat_fq is not None:
+                qf.append(float((qat_fq[i] - got).abs().max()))
     vela = [d["vela"] for d in delegates]
     return {
         "partitions": len(delegates), "vela": vela,
         "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
         "host_ops": dict(sorted(host_ops.items())),
-        "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq)},
+        "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq),
+                  # the trained QAT graph (fake-quant modules, frozen) against the integer graph on the reference model
+                  **({"qat_forward_vs_reference_max_abs": max(qf)} if qf else {})},
     }
 
 
@@ -366,6 +411,13 @@ class EthosURuntime(Runtime):
         return ("int8", "int16")  # Ethos-U computes in integers only; int16 = 16-bit activations, 8-bit weights
 
     mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
+    qat = True  # prepare_qat_pt2e with the same quantizer (detector train --qat ethos-u)
+
+    def prepare_qat(self, module, example, device, precision):
+        self.require()
+        if device not in TARGETS:
+            raise ConfigError(f"--qat-device {device!r}: choose one of {', '.join(TARGETS)}")
+        return _qat_prepared(module, example, _compile_spec(device), precision)
     measures_sensitivity = True  # per group on the fake-quantised graph (_sensitivity); auto's rounds on the reference
 
     def preflight(self, captured, spec, work: Path):
@@ -420,10 +472,15 @@ class EthosURuntime(Runtime):
         cost = {"cycles": sum(v["cycles"] for v in per_shape.values()),
                 "sram_kib": max(x["sram_kib"] for v in per_shape.values() for x in v["vela"]),
                 "host_ops": sorted({op for v in per_shape.values() for op in v["host_ops"]} - IO_OPS)}
+        qat = spec.options.get("qat")
         return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}"
-                f"{mixed}, symmetric, per-channel weights", "calibration": spec.calibration_source,
+                f"{mixed}, symmetric, per-channel weights" + (", ranges from quantization-aware training" if qat else ""),
+                "calibration": qat["describe"] if qat else spec.calibration_source,
                 # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
-                "calibration_method": "histogram (activations: HistogramObserver; weights: per-channel min-max)",
+                "calibration_method": "QAT (activations: moving-average min-max fake-quant; weights: per-channel "
+                                      "min-max)" if qat else
+                                      "histogram (activations: HistogramObserver; weights: per-channel min-max)",
+                **({"qat": {k: v for k, v in qat.items() if k != "ranges"}} if qat else {}),
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
                 "kept_fp32": host,
                 **({"sensitivity": _sensitivity(captured, spec)} if spec.options.get("sensitivity")

@@ -1,0 +1,131 @@
+"""P13 #2: quantization-aware training for Ethos-U against post-training calibration, on the target's execution.
+
+The demo detector (`npuport demo`'s model; --init) goes to an Ethos-U at int8, one bucket, batch 1, twice, as a user
+runs it:
+
+    PTQ  npuport port MODEL --backend ethos-u --seq-len L --calibration-data VAL --eval-data EVAL
+    QAT  npuport detector train --init MODEL --data TRAIN --val VAL --qat ethos-u --max-len L
+         npuport port QAT/model --backend ethos-u --seq-len L --eval-data EVAL     (the trained ranges, no calibration)
+
+Both artifacts then run the EVAL rows (TOSA reference model on the .tosa handed to Vela, host ops in PyTorch), and
+their decisions are compared with the *original float detector's* (before QAT), at its threshold, with F1 against
+the labels beside. EVAL: rows of the test split and of the held-out template family, never trained or calibrated on;
+VAL: rows of the validation split (calibration, and QAT's own before/after figures); TRAIN: rows of the train split.
+
+    python benchmarks/npu_qat.py [--init me5-small] [--seq-len 64] [--train-rows 640] [--epochs 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from common import meta, write_result
+from npu_port import port_cli
+
+
+def _rows(path: Path, n: int, seed: int) -> list[str]:
+    lines = path.read_text().splitlines()
+    random.Random(seed).shuffle(lines)
+    return lines[:n]
+
+
+def _figures(probs, ref, labels, thr) -> dict:
+    from npuport.detector.metrics import classification_metrics
+
+    m = classification_metrics(labels, probs, thr)
+    return {"decisions_kept_vs_float": round(float(np.mean((probs >= thr) == (ref >= thr))), 4),
+            "f1": round(m["f1"], 4), "max_abs_prob_diff_vs_float": round(float(np.abs(probs - ref).max()), 4)}
+
+
+def _artifact(out: Path) -> dict:
+    report = json.loads((out / "report.json").read_text())
+    b = report["backends"]["ethos-u"]["int8"]
+    m = json.loads((out / b["artifact"] / "manifest.json").read_text())
+    rt = m["runtime"]["meta"]
+    (shape,) = rt["shapes"].values()
+    return {"calibration": rt["calibration"], "cycles": shape["cycles"],
+            "estimated_ms": shape["estimated_ms"], "proof": shape["proof"], "compile_seconds": b["compile_seconds"],
+            "port_parity_data": m["parity"]["data"]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--init", default="me5-small", help="the demo detector's init (default me5-small, the demo's)")
+    ap.add_argument("--device", default="ethos-u55-128")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--eval-rows", type=int, default=60, help="rows of the test split (and as many of test_family)")
+    ap.add_argument("--calib-rows", type=int, default=64)
+    ap.add_argument("--train-rows", type=int, default=640)
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--lr", type=float, default=2e-5)
+    ap.add_argument("--batch", type=int, default=16)
+    a = ap.parse_args()
+
+    import torch
+
+    from npuport.detector.data import encode, load_examples
+    from npuport.detector.demo import DemoBuildConfig, build_demo
+    from npuport.loaded import Loaded
+    from npuport.models.detector import load_detector, load_tokenizer
+    from npuport.ui import Progress
+
+    tmp = Path(tempfile.mkdtemp(prefix="npuport-qat-"))
+    demo = build_demo(DemoBuildConfig(init=a.init), Progress(enabled=True), show_bar=False)
+    evalf, calibf, trainf = tmp / "eval.jsonl", tmp / "calib.jsonl", tmp / "train.jsonl"
+    half = a.eval_rows // 2
+    evalf.write_text("\n".join(_rows(demo / "data" / "test.jsonl", a.eval_rows - half, 0)
+                               + _rows(demo / "data" / "test_family.jsonl", half, 0)) + "\n")
+    calibf.write_text("\n".join(_rows(demo / "data" / "val.jsonl", a.calib_rows, 1)) + "\n")
+    trainf.write_text("\n".join(_rows(demo / "data" / "train.jsonl", a.train_rows, 2)) + "\n")
+    common = ["--backend", "ethos-u", "--device", a.device, "--seq-len", str(a.seq_len), "--eval-data", str(evalf),
+              "--bench-runs", "1", "--min-agreement", "0"]
+    out = {**meta("npu_qat.py"), "demo_init": a.init, "device": a.device, "shape": f"1x{a.seq_len}",
+           "eval_split": f"{a.eval_rows - half} test + {half} test_family rows", "calibration_rows": a.calib_rows,
+           "qat": {"train_rows": a.train_rows, "epochs": a.epochs, "lr": a.lr, "batch": a.batch}, "runs": {}}
+
+    rc, tail, wall = port_cli(["port", str(demo / "model"), "-o", str(tmp / "ptq"), *common, "--calibration-data",
+                               str(calibf)], 5400)
+    if rc not in (0, 1):
+        raise SystemExit(f"PTQ port failed: {tail}")
+    out["runs"]["ptq"] = {"port_wall_s": round(wall, 1), **_artifact(tmp / "ptq")}
+    rc, tail, qwall = port_cli(["detector", "train", "--init", str(demo / "model"), "--data", str(trainf), "--val",
+                                str(calibf), "--qat", "ethos-u", "--qat-device", a.device, "--max-len", str(a.seq_len),
+                                "--batch", str(a.batch), "--epochs", str(a.epochs), "--lr", str(a.lr), "-o",
+                                str(tmp / "qat")], 5400)
+    if rc != 0:
+        raise SystemExit(f"QAT failed: {tail}")
+    info = json.loads((tmp / "qat" / "model" / "qat.json").read_text())
+    rc, tail, wall = port_cli(["port", str(tmp / "qat" / "model"), "-o", str(tmp / "qat_port"), *common], 5400)
+    if rc not in (0, 1):
+        raise SystemExit(f"QAT port failed: {tail}")
+    out["runs"]["qat"] = {"train_wall_s": round(qwall, 1), "port_wall_s": round(wall, 1), "steps": info["steps"],
+                          "on_val": {k: info[k] for k in ("float", "fake_quant_before", "fake_quant_after")},
+                          **_artifact(tmp / "qat_port")}
+
+    # every decision against the original float detector's, on rows neither run trained or calibrated on
+    model, tok = load_detector(demo / "model"), load_tokenizer(demo / "model")
+    examples = load_examples(evalf, require_label=True)
+    rows = encode(tok, examples, a.seq_len)
+    labels = np.array([e.label for e in examples])
+    thr = model.spec.threshold
+    model.eval()
+    with torch.no_grad():
+        ref = np.concatenate([torch.softmax(model(torch.from_numpy(r[None]), torch.ones(1, len(r), dtype=torch.long))
+                                            .float(), -1)[:, 1].numpy() for r in rows])
+    out["float"] = _figures(ref, ref, labels, thr)
+    for name, d in (("ptq", "ptq"), ("qat", "qat_port")):
+        run = out["runs"][name]
+        with Loaded(str(tmp / d), runtime="ethos-u") as session:
+            probs = torch.softmax(torch.from_numpy(session(rows)).float(), -1)[:, 1].numpy()
+        run["on_eval"] = _figures(probs, ref, labels, thr)
+        print(name, json.dumps(run)[:400], flush=True)
+    write_result("npu_qat", out)
+
+
+if __name__ == "__main__":
+    main()

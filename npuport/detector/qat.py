@@ -1,0 +1,194 @@
+"""`npuport detector train --init DETECTOR --qat ethos-u`: quantization-aware fine-tuning for an integer NPU.
+
+The detector is adapted for static shapes exactly as `port` adapts it, exported, and prepared by the target's own
+quantizer for QAT (PT2E fake-quant modules where the target quantises: ExecuTorch's Ethos-U quantizer for ethos-u).
+Training runs through that graph at one static shape [batch, max_len] (AdamW, linear warmup + decay; the
+word-embedding table stays frozen), so the weights learn to live with the target's rounding and the fake-quant
+modules learn the activation ranges. The prepared graph shares its parameters with the detector, so the detector
+saved at the end carries the trained weights, and beside it:
+
+    qat.json                  target, device, precision, shapes, the figures below, the ranges' sha256
+    qat_ranges.safetensors    the fake-quant modules' ranges, per batch size (runtimes/_qat.py)
+
+`port` on that directory (for the same target) builds each shape's graph the same way, loads those ranges and
+converts, without calibrating; its manifest's proof adds the trained graph's logits against the integer graph.
+
+Figures, on --val (else the training rows), with the detector's threshold: the float detector before QAT, the
+target's fake-quantised graph before training (ranges from one pass over the rows: what calibration gives) and after.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError
+from ..fsio import staged_output, write_json_atomic
+from ..models.detector import load_detector, load_tokenizer
+from ..runtimes import _qat, get_runtime, runtime_names
+from ..static.adapters import adapt
+from ..ui import StepBar
+from .data import encode, load_examples
+from .metrics import classification_metrics
+
+
+@dataclass(frozen=True, kw_only=True)
+class QatConfig:
+    data: str
+    out: str
+    init: str  # a trained detector directory (with its tokenizer)
+    target: str  # a runtime with `qat` (its quantizer's fake-quant modules)
+    device: str | None = None  # the runtime's default device
+    precision: str | None = None  # int8 (default) or int16
+    val: str | None = None
+    epochs: int = 2
+    lr: float = 2e-5
+    batch: int = 16
+    max_len: int = 128
+    batch_sizes: tuple[int, ...] = (1,)  # the batch sizes `port` will compile: each gets its ranges
+    seed: int = 0
+
+    def __post_init__(self):
+        able = runtime_names(qat=True)
+        if self.target not in runtime_names() or not get_runtime(self.target).qat:
+            raise ConfigError(f"--qat {self.target!r}: quantization-aware training runs through a target's own "
+                              f"quantizer; targets that have one: {', '.join(able) or 'none installed'}")
+        for name in ("epochs", "batch", "max_len"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
+        if self.batch < 2:  # a batch-1 graph specialises views: train at >= 2, batch 1 gets its own ranges
+            raise ConfigError(f"--batch {self.batch}: QAT trains at batch 2 or more (batch 1 gets its ranges after)")
+        if not 0 < self.lr < 1:
+            raise ConfigError(f"--lr {self.lr}: must be in (0, 1)")
+        if not self.batch_sizes or min(self.batch_sizes) < 1:
+            raise ConfigError(f"--qat-batch-sizes {self.batch_sizes}: give positive batch sizes, e.g. 1,4")
+
+
+def _fixed(rows: list[np.ndarray], idx, batch: int, width: int, pad_id: int):
+    """One [batch, width] batch of these rows (cut to width); short batches repeat their first row (masked out of
+    nothing: the caller drops the repeats' outputs)."""
+    idx = list(idx) + [idx[0]] * (batch - len(idx))
+    ids = np.full((batch, width), pad_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for r, i in enumerate(idx):
+        n = min(len(rows[i]), width)
+        ids[r, :n], mask[r, :n] = rows[i][:n], 1
+    return torch.from_numpy(ids), torch.from_numpy(mask)
+
+
+def _probs(fn, rows, batch: int, width: int, pad_id: int) -> np.ndarray:
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(rows), batch):
+            idx = list(range(s, min(s + batch, len(rows))))
+            ids, mask = _fixed(rows, idx, batch, width, pad_id)
+            out.append(torch.softmax(fn(ids, mask).float(), dim=-1)[: len(idx), 1].numpy())
+    return np.concatenate(out)
+
+
+def _observe(prepared, rows, batch: int, width: int, pad_id: int) -> None:
+    """One pass with the observers on and no weight update: the ranges the rows give under the current weights."""
+    _qat.thaw(prepared)
+    _probs(prepared, rows, batch, width, pad_id)
+    _qat.freeze(prepared)
+
+
+def _figures(labels, probs, ref_probs, threshold: float) -> dict:
+    m = classification_metrics(labels, probs, threshold)
+    agree = float(np.mean((probs >= threshold) == (ref_probs >= threshold)))
+    return {"f1": round(m["f1"], 4), "accuracy": round(m["accuracy"], 4), "decisions_kept_vs_float": round(agree, 4),
+            "max_abs_prob_diff_vs_float": round(float(np.abs(probs - ref_probs).max()), 4)}
+
+
+def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) -> dict:
+    t0 = time.perf_counter()
+    runtime = get_runtime(cfg.target)
+    runtime.require()
+    device = cfg.device or runtime.default_device()
+    precision = cfg.precision or "int8"
+    if precision not in runtime.precisions(device):
+        raise ConfigError(f"--precision {precision}: {cfg.target} offers {', '.join(runtime.precisions(device))}")
+    model = load_detector(cfg.init)
+    tokenizer = load_tokenizer(cfg.init)
+    if tokenizer is None:
+        raise ConfigError(f"--init {cfg.init}: no tokenizer beside the model (QAT encodes --data with it)")
+    train = load_examples(cfg.data, require_label=True)
+    val = load_examples(cfg.val, require_label=True) if cfg.val else train
+    rows, vrows = encode(tokenizer, train, cfg.max_len), encode(tokenizer, val, cfg.max_len)
+    labels = np.array([e.label for e in train], dtype=np.int64)
+    vlabels = np.array([e.label for e in val], dtype=np.int64)
+    if len(rows) < cfg.batch:
+        raise ConfigError(f"--data has {len(rows)} rows, fewer than --batch {cfg.batch}")
+    pad, width, thr = int(model.config.pad_token_id or 0), cfg.max_len, model.spec.threshold
+    model.eval()
+    float_probs = _probs(model, vrows, cfg.batch, width, pad)
+
+    progress(f"preparing {cfg.target} ({device}, {precision}) fake-quantisation at {cfg.batch}x{width}")
+    static, _ = adapt(model, "dense")
+    example = _fixed(rows, [0], cfg.batch, width, pad)
+    graph = runtime.prepare_qat(static, example, device, precision)
+    frozen = {p.data_ptr() for n, p in model.named_parameters() if "embeddings" in n}
+    params = [p for p in graph.parameters() if p.data_ptr() not in frozen]
+    for p in graph.parameters():
+        p.requires_grad_(p.data_ptr() not in frozen)
+    _observe(graph, rows, cfg.batch, width, pad)  # ranges before training: what calibration on these rows gives
+    before = _figures(vlabels, _probs(graph, vrows, cfg.batch, width, pad), float_probs, thr)
+
+    rng = np.random.default_rng(cfg.seed)
+    steps_per_epoch = len(rows) // cfg.batch
+    total = steps_per_epoch * cfg.epochs
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
+    warm = max(1, total // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm + 1))))
+    torch.manual_seed(cfg.seed)
+    losses = []
+    _qat.thaw(graph)
+    bar = StepBar("QAT", total, enabled=show_bar, sink=None if show_bar else progress)
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(rows))
+        for s in range(steps_per_epoch):
+            idx = order[s * cfg.batch:(s + 1) * cfg.batch]
+            ids, mask = _fixed(rows, idx, cfg.batch, width, pad)
+            loss = torch.nn.functional.cross_entropy(graph(ids, mask), torch.from_numpy(labels[idx]))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(round(loss.item(), 5))
+            bar.update(len(losses), f"loss {losses[-1]:.4f}")
+    bar.close()
+    _qat.freeze(graph)
+    after = _figures(vlabels, _probs(graph, vrows, cfg.batch, width, pad), float_probs, thr)
+
+    ranges, signatures, origin = {}, {}, {}
+    for b in sorted(set(cfg.batch_sizes)):
+        g = graph if b == cfg.batch else runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
+        if g is not graph and _qat.signature(g) == _qat.signature(graph):
+            g.load_state_dict(_qat.state(graph), strict=False)
+            origin[b] = f"trained (the graph at batch {cfg.batch} has the same fake-quant modules)"
+        elif g is not graph:  # batch 1 specialises views: other modules, ranges collected under the trained weights
+            progress(f"collecting batch-{b} ranges over {len(rows)} rows (its graph differs from batch {cfg.batch}'s)")
+            _observe(g, rows, b, width, pad)
+            origin[b] = f"one pass over the {len(rows)} training rows with the trained weights (its graph differs)"
+        else:
+            origin[b] = "trained"
+        ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
+
+    with staged_output(cfg.out, overwrite=False, what="qat") as out:
+        model_dir = out / "model"
+        model.save_pretrained(model_dir, tokenizer=tokenizer)
+        sha = _qat.save(model_dir, ranges, signatures)
+        info = {"target": cfg.target, "device": device, "precision": precision, "shape": [cfg.batch, width],
+                "batch_sizes": sorted(ranges), "ranges_origin": {str(b): o for b, o in origin.items()},
+                "ranges_sha256": sha, "init": str(Path(cfg.init).resolve()), "config": asdict(cfg),
+                "steps": total, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+                "eval_rows": len(vrows), "eval_on": "--val" if cfg.val else "the training rows",
+                "float": _figures(vlabels, float_probs, float_probs, thr),
+                "fake_quant_before": before, "fake_quant_after": after, "seconds": round(time.perf_counter() - t0, 1)}
+        write_json_atomic(model_dir / _qat.INFO_FILE, info)
+        write_json_atomic(out / "losses.json", {"loss": losses})
+    return info

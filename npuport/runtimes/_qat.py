@@ -1,0 +1,116 @@
+"""Quantization-aware training's ranges, as a runtime stores and reuses them (PT2E fake-quant modules).
+
+A QAT run (`npuport detector train --qat TARGET`) trains the detector through the target's own quantizer
+(`Runtime.prepare_qat`: a PT2E graph with fake-quant modules on every quantised edge) and keeps what those modules
+learned: each one's scale, zero point and observer range. `port` rebuilds the same graph at each shape, loads them,
+freezes them and converts: no calibration, the integer graph computes what the trained fake-quant graph computed.
+
+The ranges are keyed by batch size. At one batch size, every bucket's graph has the same fake-quant modules in the
+same order (torch.export names them in graph order), so the ranges carry from the training length to every bucket;
+batch 1 specialises some views, so its graph has other modules and its own ranges. A signature (the op each module
+observes, in order) is stored beside them and checked before loading: a graph that does not match is refused, never
+loaded by position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from ..errors import ArtifactError, ConfigError, IntegrityError
+
+INFO_FILE = "qat.json"
+RANGES_FILE = "qat_ranges.safetensors"
+PREFIX = "activation_post_process_"
+
+
+def _modules(prepared):
+    return [n for n in prepared.graph.nodes if n.op == "call_module" and str(n.target).startswith(PREFIX)]
+
+
+def signature(prepared) -> str:
+    """sha256 of the ops the fake-quant modules observe, in graph order: equal graphs, equal ranges layout."""
+    ops = [f"{n.target}:{getattr(n.args[0], 'target', n.args[0])}" for n in _modules(prepared)]
+    return hashlib.sha256("\n".join(map(str, ops)).encode()).hexdigest()
+
+
+def state(prepared) -> dict:
+    """The fake-quant modules' buffers (scales, zero points, observer ranges); never the weights."""
+    return {k: v.detach().clone().contiguous() for k, v in prepared.state_dict().items() if k.startswith(PREFIX)}
+
+
+def freeze(prepared) -> None:
+    """Eval mode with every observer off: the graph now computes with the ranges it holds."""
+    from torchao.quantization.pt2e import disable_observer, move_exported_model_to_eval
+
+    move_exported_model_to_eval(prepared)
+    prepared.apply(disable_observer)
+
+
+def thaw(prepared) -> None:
+    from torchao.quantization.pt2e import enable_observer, move_exported_model_to_train
+
+    move_exported_model_to_train(prepared)
+    prepared.apply(enable_observer)
+
+
+def save(directory: Path, ranges: dict[int, dict], signatures: dict[int, str]) -> str:
+    """qat_ranges.safetensors (`b{batch}.{module}.{buffer}`) written atomically; returns its sha256."""
+    from safetensors.torch import save
+
+    from ..fsio import atomic_write
+
+    flat = {f"b{b}.{k}": v for b, st in ranges.items() for k, v in st.items()}
+    data = save(flat, metadata={"signatures": json.dumps({str(b): s for b, s in signatures.items()})})
+    atomic_write(directory / RANGES_FILE, data)
+    return hashlib.sha256(data).hexdigest()
+
+
+def read_info(model_dir: str | Path) -> dict | None:
+    """The QAT record of a model directory, or None when it was not trained with --qat."""
+    p = Path(model_dir) / INFO_FILE
+    if not p.is_file():
+        return None
+    try:
+        info = json.loads(p.read_text())
+        for k in ("target", "device", "precision", "batch_sizes", "ranges_sha256"):
+            info[k]
+    except (ValueError, KeyError, TypeError) as e:
+        raise ArtifactError(f"{p}: not a QAT record npuport wrote ({type(e).__name__}: {e}); re-run the QAT "
+                            "training (`npuport detector train`), or remove the file to port with calibration instead") from None
+    return info
+
+
+def check(ranges_file: Path, sha256: str) -> None:
+    """The ranges file is the one its qat.json recorded (a changed file is refused, exit 1)."""
+    if not ranges_file.is_file():
+        raise ArtifactError(f"{ranges_file} is missing (qat.json names it); re-run the QAT training (`npuport detector "
+                            "train`)")
+    if hashlib.sha256(ranges_file.read_bytes()).hexdigest() != sha256:
+        raise IntegrityError(f"{ranges_file}: its sha256 differs from the one qat.json recorded; the ranges were "
+                             "changed after training. Re-run the QAT training (`npuport detector train`)")
+
+
+def load(prepared, ranges_file: Path, batch: int, sha256: str) -> None:
+    """Load batch `batch`'s ranges into a freshly prepared graph and freeze it; refuse a changed file or a graph
+    whose fake-quant modules differ from the ones trained."""
+    from safetensors import safe_open
+
+    check(ranges_file, sha256)
+    with safe_open(str(ranges_file), framework="pt") as f:
+        signatures = json.loads((f.metadata() or {}).get("signatures", "{}"))
+        if str(batch) not in signatures:
+            raise ConfigError(f"the QAT ranges hold batch sizes {', '.join(sorted(signatures))}, not {batch}: port with "
+                              f"--batch-sizes {','.join(sorted(signatures))}, or train it again with that batch size")
+        if signatures[str(batch)] != signature(prepared):
+            raise ArtifactError(f"the quantised graph at batch {batch} has other fake-quant modules than the one QAT "
+                                "trained (another npuport, ExecuTorch or model version?): re-run the QAT training "
+                                "(`npuport detector train`)")
+        head = f"b{batch}."
+        st = {k[len(head):]: f.get_tensor(k) for k in f.keys() if k.startswith(head)}
+    missing = set(state(prepared)) - set(st)
+    if missing:
+        raise ArtifactError(f"{ranges_file}: {len(missing)} fake-quant buffers missing at batch {batch}; re-run QAT")
+    prepared.load_state_dict(st, strict=False)
+    freeze(prepared)

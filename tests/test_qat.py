@@ -1,0 +1,98 @@
+"""P13 #2: quantization-aware training through the target's own quantizer, and `port` using its ranges.
+
+Real ExecuTorch Ethos-U quantizer (prepare_qat_pt2e), real training steps, a real port to the U55 executed by the
+TOSA reference model. One QAT run and one port (about a minute) serve every test here."""
+
+import json
+import shutil
+
+import pytest
+from safetensors.torch import load_file
+
+from npuport.artifact import find_artifacts
+from npuport.cli import main
+from npuport.runtimes import get_runtime
+
+pytestmark = pytest.mark.skipif(not get_runtime("ethos-u").available()[0] and not __import__("os").environ.get("CI"),
+                                reason='needs executorch + ethos-u-vela + tosa-tools: pip install "npuport[ethos-u]" '
+                                       "(CI installs them)")
+
+
+@pytest.fixture(scope="module")
+def qat_model(tiny_model_dir, eval_jsonl, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qat") / "run"
+    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+                 "--batch", "4", "--max-len", "16", "--epochs", "3", "--lr", "1e-3", "-o", str(out)]) == 0
+    return out / "model"
+
+
+@pytest.fixture(scope="module")
+def ported(qat_model, eval_jsonl, tmp_path_factory):
+    out = tmp_path_factory.mktemp("qat_port") / "out"
+    assert main(["-q", "port", str(qat_model), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    return json.loads((art / "manifest.json").read_text())
+
+
+def test_qat_trains_the_weights_and_keeps_the_ranges_per_batch_size(qat_model, tiny_model_dir):
+    info = json.loads((qat_model / "qat.json").read_text())
+    assert (info["target"], info["device"], info["precision"], info["shape"]) == ("ethos-u", "ethos-u55-128", "int8",
+                                                                                 [4, 16])
+    assert info["steps"] == 9 and info["batch_sizes"] == [1]
+    assert "differs" in info["ranges_origin"]["1"]  # batch 1's graph specialises views: its own ranges, said so
+    for k in ("float", "fake_quant_before", "fake_quant_after"):
+        assert 0 <= info[k]["decisions_kept_vs_float"] <= 1
+    before, after = load_file(tiny_model_dir / "model.safetensors"), load_file(qat_model / "model.safetensors")
+    changed = {k for k in before if not before[k].equal(after[k])}
+    assert changed and not any("embeddings" in k for k in changed)  # trained, with the embedding block frozen
+    ranges = load_file(qat_model / "qat_ranges.safetensors")
+    assert ranges and all(k.startswith("b1.activation_post_process_") for k in ranges)
+
+
+def test_port_uses_the_trained_ranges_and_proves_them_on_the_reference_model(ported):
+    meta = ported["runtime"]["meta"]
+    assert meta["calibration"].startswith("quantization-aware training (9 steps at 4x16")
+    assert meta["quantization"].endswith("ranges from quantization-aware training") and meta["qat"]["steps"] == 9
+    proof = meta["shapes"]["1x16"]["proof"]
+    # the integer graph equals its q/dq PyTorch form bit for bit, and the trained fake-quant graph within rounding
+    assert proof["fake_quant_vs_reference_max_abs"] == 0.0
+    assert proof["qat_forward_vs_reference_max_abs"] < 0.05
+    assert ported["parity"]["data"]["pass"]
+
+
+@pytest.mark.parametrize("flags,phrase", [
+    (["--int16", "layernorm"], "ranges trained for the whole graph"),
+    (["--batch-sizes", "2"], "port with --batch-sizes 1"),
+    (["--device", "ethos-u85-256"], "port ethos-u with --device ethos-u55-128 --precision int8"),
+])
+def test_port_refuses_what_qat_did_not_train(qat_model, eval_jsonl, tmp_path, capsys, flags, phrase):
+    out = tmp_path / "o"
+    assert main(["-q", "port", str(qat_model), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+                 "--eval-data", str(eval_jsonl), *flags]) == 2
+    assert phrase in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_changed_ranges_are_refused_before_any_work(qat_model, tmp_path, capsys):
+    bad = tmp_path / "model"
+    shutil.copytree(qat_model, bad)
+    data = bytearray((bad / "qat_ranges.safetensors").read_bytes())
+    data[-8] ^= 0xFF
+    (bad / "qat_ranges.safetensors").write_bytes(bytes(data))
+    assert main(["-q", "port", str(bad), "-o", str(tmp_path / "o"), "--seq-len", "16", "--backend", "ethos-u"]) == 1
+    assert "changed after training" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_doctor_names_the_qat_targets(capsys):
+    assert main(["doctor", "--json", "-"]) == 0
+    info = json.loads(capsys.readouterr().out)["runtimes"]
+    assert info["ethos-u"]["qat"] and not info["onnxruntime"]["qat"]
+
+
+def test_qat_needs_a_target_with_a_quantizer(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat",
+                 "onnxruntime", "-o", str(tmp_path / "q")]) == 2
+    err = capsys.readouterr().err
+    assert "targets that have one: ethos-u" in err and not (tmp_path / "q").exists()
