@@ -85,6 +85,17 @@ def test_changed_ranges_are_refused_before_any_work(qat_model, tmp_path, capsys)
     assert not (tmp_path / "o").exists()
 
 
+def test_qat_refuses_a_used_output_before_training(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+    (tmp_path / "o").mkdir()
+    (tmp_path / "o" / "mine.txt").write_text("keep")
+    argv = ["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+            "-o", str(tmp_path / "o")]
+    assert main(argv) == 2
+    assert "choose another -o or pass --overwrite" in capsys.readouterr().err
+    assert main([*argv, "--overwrite"]) == 2  # not an npuport output: never replaced
+    assert (tmp_path / "o" / "mine.txt").read_text() == "keep"
+
+
 def test_doctor_names_the_qat_targets(capsys):
     assert main(["doctor", "--json", "-"]) == 0
     info = json.loads(capsys.readouterr().out)["runtimes"]

@@ -55,6 +55,7 @@ def register(sub) -> None:
                    help="int8, or int16 (16-bit activations, 8-bit weights)")
     q.add_argument("--qat-batch-sizes", type=csv_list("qat-batch-sizes", int), default=[1],
                    help="the batch sizes you will port (`port --batch-sizes`): each gets its ranges (default 1)")
+    q.add_argument("--overwrite", action="store_true", help="with --qat: replace OUT when it is an earlier npuport output")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
@@ -76,6 +77,11 @@ def register(sub) -> None:
 
 def run(args) -> int:
     sub = args.detector_command
+    if sub == "train" and args.overwrite and not args.qat:
+        from ..errors import ConfigError
+
+        raise ConfigError("--overwrite replaces a QAT run's OUT (with --qat); a plain training run continues with "
+                          "--resume, or goes to another -o")
     prog = progress(args)
     if sub == "train" and args.qat:
         return _qat(args, prog)
@@ -144,7 +150,8 @@ def _qat(args, prog) -> int:
                           f"{', '.join(given)} belong to plain training: drop them (--qat-precision sets int8/int16)")
     cfg = QatConfig(data=args.data, val=args.val, init=args.init, out=args.out, target=args.qat, device=args.qat_device,
                     precision=args.qat_precision, epochs=args.epochs or 2, lr=args.lr or 2e-5, batch=args.batch or 16,
-                    max_len=args.max_len or 128, batch_sizes=tuple(args.qat_batch_sizes), seed=args.seed)
+                    max_len=args.max_len or 128, batch_sizes=tuple(args.qat_batch_sizes), seed=args.seed,
+                    overwrite=args.overwrite)
     with prog.live():
         info = qat_train(cfg, prog, show_bar=not args.quiet)
     b, a, f = info["fake_quant_before"], info["fake_quant_after"], info["float"]

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError
-from ..fsio import staged_output, write_json_atomic
+from ..fsio import check_output, staged_output, write_json_atomic
 from ..models.detector import load_detector, load_tokenizer
 from ..runtimes import _qat, get_runtime, runtime_names
 from ..static.adapters import adapt
@@ -51,6 +51,7 @@ class QatConfig:
     max_len: int = 128
     batch_sizes: tuple[int, ...] = (1,)  # the batch sizes `port` will compile: each gets its ranges
     seed: int = 0
+    overwrite: bool = False  # replace OUT when it is an earlier npuport output
 
     def __post_init__(self):
         able = runtime_names(qat=True)
@@ -69,8 +70,8 @@ class QatConfig:
 
 
 def _fixed(rows: list[np.ndarray], idx, batch: int, width: int, pad_id: int):
-    """One [batch, width] batch of these rows (cut to width); short batches repeat their first row (masked out of
-    nothing: the caller drops the repeats' outputs)."""
+    """One [batch, width] batch of these rows (cut to width); a short batch is filled with copies of its first row,
+    whose outputs the caller drops."""
     idx = list(idx) + [idx[0]] * (batch - len(idx))
     ids = np.full((batch, width), pad_id, dtype=np.int64)
     mask = np.zeros_like(ids)
@@ -106,6 +107,7 @@ def _figures(labels, probs, ref_probs, threshold: float) -> dict:
 
 def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) -> dict:
     t0 = time.perf_counter()
+    check_output(Path(cfg.out), overwrite=cfg.overwrite)  # before the training, not after it
     runtime = get_runtime(cfg.target)
     runtime.require()
     device = cfg.device or runtime.default_device()
@@ -178,7 +180,7 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
             origin[b] = "trained"
         ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
 
-    with staged_output(cfg.out, overwrite=False, what="qat") as out:
+    with staged_output(cfg.out, overwrite=cfg.overwrite, what="qat") as out:
         model_dir = out / "model"
         model.save_pretrained(model_dir, tokenizer=tokenizer)
         sha = _qat.save(model_dir, ranges, signatures)
