@@ -56,6 +56,7 @@ SECTIONS = [
     Section("npu_port", s.npu_port_section, True),
     Section("npu_mixed", s.npu_mixed_section, True),
     Section("npu_qat", s.npu_qat_section, True),
+    Section("npu_qat_labels", s.npu_qat_section, False),
     Section("ethosu_profile", s.ethosu_profile_section, False),
     Section("lm_qnn_control", s.lm_npu_section, True),
     Section("detector_control", s.detector_control_section, True),

@@ -437,6 +437,12 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def _qat_loss(distill: float) -> str:
+    if distill == 1:
+        return "distilled from the float detector (`--qat-distill 1`)"
+    return "the labels only (`--qat-distill 0`)" if distill == 0 else f"{distill:g} distillation + labels"
+
+
 def npu_qat_section(r: dict, link: str) -> list[str]:
     """Quantization-aware fine-tuning for Ethos-U against post-training calibration (P13 #2)."""
     q, f = r["qat"], r["float"]
@@ -444,7 +450,8 @@ def npu_qat_section(r: dict, link: str) -> list[str]:
            f"{r['device']} at int8, {r['shape']}, executed by the TOSA reference model on the partitions handed to "
            f"Vela; decisions against the float detector's (before QAT) on {r['eval_split']}, never trained or "
            f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
-           f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}; "
+           f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}, "
+           f"loss {_qat_loss(q.get('distill', 1.0))}; "
            f"its port loads the trained ranges, no calibration ([script]({link}/npu_qat.py), "
            f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
            *head("| run | decisions kept vs float | F1 | max abs ΔP vs float | fake-quant vs reference | "

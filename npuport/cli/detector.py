@@ -55,6 +55,9 @@ def register(sub) -> None:
                    help="int8, or int16 (16-bit activations, 8-bit weights)")
     q.add_argument("--qat-batch-sizes", type=csv_list("qat-batch-sizes", int), default=[1],
                    help="the batch sizes you will port (`port --batch-sizes`): each gets its ranges (default 1)")
+    q.add_argument("--qat-distill", type=float, default=1.0, metavar="W",
+                   help="weight of the float detector's own answers in the loss, the rest on the labels (default 1: "
+                        "keep the float detector's decisions)")
     q.add_argument("--overwrite", action="store_true", help="with --qat: replace OUT when it is an earlier npuport output")
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
@@ -151,7 +154,7 @@ def _qat(args, prog) -> int:
     cfg = QatConfig(data=args.data, val=args.val, init=args.init, out=args.out, target=args.qat, device=args.qat_device,
                     precision=args.qat_precision, epochs=args.epochs or 2, lr=args.lr or 2e-5, batch=args.batch or 16,
                     max_len=args.max_len or 128, batch_sizes=tuple(args.qat_batch_sizes), seed=args.seed,
-                    overwrite=args.overwrite)
+                    overwrite=args.overwrite, distill=args.qat_distill)
     with prog.live():
         info = qat_train(cfg, prog, show_bar=not args.quiet)
     b, a, f = info["fake_quant_before"], info["fake_quant_after"], info["float"]

@@ -2,10 +2,14 @@
 
 The detector is adapted for static shapes exactly as `port` adapts it, exported, and prepared by the target's own
 quantizer for QAT (PT2E fake-quant modules where the target quantises: ExecuTorch's Ethos-U quantizer for ethos-u).
-Training runs through that graph at one static shape [batch, max_len] (AdamW, linear warmup + decay; the
-word-embedding table stays frozen), so the weights learn to live with the target's rounding and the fake-quant
-modules learn the activation ranges. The prepared graph shares its parameters with the detector, so the detector
-saved at the end carries the trained weights, and beside it:
+Every activation's range is first calibrated on the training rows as `port` would (the target's own observers)
+and then held; training runs through that graph at one static shape [batch, max_len] (AdamW, linear warmup + decay;
+the embedding block stays frozen) towards the float detector's own answers (distillation, `--qat-distill`; the
+rest of the loss on the labels), so the weights learn to live with the target's rounding at the ranges the integer
+graph will use, while the weights' fake-quants follow the weights. (Learning the activation ranges with QAT's
+moving min-max failed on the me5-small detector: runtimes/ethosu.py `_seed_ranges` says why.) The prepared graph
+shares its parameters with the detector, so the detector saved at the end carries the trained weights, and beside
+it:
 
     qat.json                  target, device, precision, shapes, the figures below, the ranges' sha256
     qat_ranges.safetensors    the fake-quant modules' ranges, per batch size (runtimes/_qat.py)
@@ -14,7 +18,8 @@ saved at the end carries the trained weights, and beside it:
 converts, without calibrating; its manifest's proof adds the trained graph's logits against the integer graph.
 
 Figures, on --val (else the training rows), with the detector's threshold: the float detector before QAT, the
-target's fake-quantised graph before training (ranges from one pass over the rows: what calibration gives) and after.
+target's fake-quantised graph before training (calibrated ranges, the original weights: what `port` gives without
+QAT) and after.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ class QatConfig:
     batch_sizes: tuple[int, ...] = (1,)  # the batch sizes `port` will compile: each gets its ranges
     seed: int = 0
     overwrite: bool = False  # replace OUT when it is an earlier npuport output
+    distill: float = 1.0  # weight of the float detector's answers in the loss (the rest: the labels)
 
     def __post_init__(self):
         able = runtime_names(qat=True)
@@ -65,6 +71,8 @@ class QatConfig:
             raise ConfigError(f"--batch {self.batch}: QAT trains at batch 2 or more (batch 1 gets its ranges after)")
         if not 0 < self.lr < 1:
             raise ConfigError(f"--lr {self.lr}: must be in (0, 1)")
+        if not 0 <= self.distill <= 1:
+            raise ConfigError(f"--qat-distill {self.distill}: a weight in [0, 1]")
         if not self.batch_sizes or min(self.batch_sizes) < 1:
             raise ConfigError(f"--qat-batch-sizes {self.batch_sizes}: give positive batch sizes, e.g. 1,4")
 
@@ -81,21 +89,42 @@ def _fixed(rows: list[np.ndarray], idx, batch: int, width: int, pad_id: int):
     return torch.from_numpy(ids), torch.from_numpy(mask)
 
 
-def _probs(fn, rows, batch: int, width: int, pad_id: int) -> np.ndarray:
+def _logits(fn, rows, batch: int, width: int, pad_id: int) -> np.ndarray:
     out = []
     with torch.no_grad():
         for s in range(0, len(rows), batch):
             idx = list(range(s, min(s + batch, len(rows))))
             ids, mask = _fixed(rows, idx, batch, width, pad_id)
-            out.append(torch.softmax(fn(ids, mask).float(), dim=-1)[: len(idx), 1].numpy())
+            out.append(fn(ids, mask).float()[: len(idx)].numpy())
     return np.concatenate(out)
 
 
-def _observe(prepared, rows, batch: int, width: int, pad_id: int) -> None:
-    """One pass with the observers on and no weight update: the ranges the rows give under the current weights."""
-    _qat.thaw(prepared)
-    _probs(prepared, rows, batch, width, pad_id)
-    _qat.freeze(prepared)
+def _probs(fn, rows, batch: int, width: int, pad_id: int) -> np.ndarray:
+    return torch.softmax(torch.from_numpy(_logits(fn, rows, batch, width, pad_id)), dim=-1)[:, 1].numpy()
+
+
+def _loss(logits, teacher, labels, distill: float):
+    """Distillation from the float detector (KL to its answers), mixed with the labels' cross-entropy: the integer
+    graph's job is to keep the float detector's decisions, and labels alone let it drift from them (measured: on the
+    me5-small detector, label-only QAT lost decisions it had kept before training)."""
+    kd = torch.nn.functional.kl_div(torch.log_softmax(logits, -1), torch.softmax(teacher, -1), reduction="batchmean")
+    return distill * kd + (1 - distill) * torch.nn.functional.cross_entropy(logits, labels)
+
+
+CALIBRATION_ROWS = 64  # rows that calibrate the activation ranges (as `port` calibrates on its rows)
+
+
+def _prepared(runtime, static, rows, batch: int, width: int, pad_id: int, device: str, precision: str):
+    """The target's QAT graph at [batch, width], its activation ranges calibrated on the first rows and held, its
+    weight fake-quants primed on the weights (one forward), frozen until training thaws it."""
+    n = min(len(rows), CALIBRATION_ROWS)
+    calib = [_fixed(rows, list(range(s, min(s + batch, n))), batch, width, pad_id) for s in range(0, n, batch)]
+    g = runtime.prepare_qat(static, calib[0], device, precision, calibration=calib)
+    _qat.thaw(g)
+    with torch.no_grad():
+        g(*calib[0])
+    _qat.freeze(g)
+    return g
 
 
 def _figures(labels, probs, ref_probs, threshold: float) -> dict:
@@ -128,16 +157,17 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
     pad, width, thr = int(model.config.pad_token_id or 0), cfg.max_len, model.spec.threshold
     model.eval()
     float_probs = _probs(model, vrows, cfg.batch, width, pad)
+    # the float detector's own answers on the training rows: what the integer graph is trained to keep (distilled)
+    teacher = torch.from_numpy(_logits(model, rows, cfg.batch, width, pad))
 
     progress(f"preparing {cfg.target} ({device}, {precision}) fake-quantisation at {cfg.batch}x{width}")
     static, _ = adapt(model, "dense")
-    example = _fixed(rows, [0], cfg.batch, width, pad)
-    graph = runtime.prepare_qat(static, example, device, precision)
+    graph = _prepared(runtime, static, rows, cfg.batch, width, pad, device, precision)
+    _qat.trainable(graph)
     frozen = {p.data_ptr() for n, p in model.named_parameters() if "embeddings" in n}
     params = [p for p in graph.parameters() if p.data_ptr() not in frozen]
     for p in graph.parameters():
         p.requires_grad_(p.data_ptr() not in frozen)
-    _observe(graph, rows, cfg.batch, width, pad)  # ranges before training: what calibration on these rows gives
     before = _figures(vlabels, _probs(graph, vrows, cfg.batch, width, pad), float_probs, thr)
 
     rng = np.random.default_rng(cfg.seed)
@@ -155,7 +185,7 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
         for s in range(steps_per_epoch):
             idx = order[s * cfg.batch:(s + 1) * cfg.batch]
             ids, mask = _fixed(rows, idx, cfg.batch, width, pad)
-            loss = torch.nn.functional.cross_entropy(graph(ids, mask), torch.from_numpy(labels[idx]))
+            loss = _loss(graph(ids, mask), teacher[idx], torch.from_numpy(labels[idx]), cfg.distill)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -168,16 +198,19 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
 
     ranges, signatures, origin = {}, {}, {}
     for b in sorted(set(cfg.batch_sizes)):
-        g = graph if b == cfg.batch else runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
-        if g is not graph and _qat.signature(g) == _qat.signature(graph):
-            g.load_state_dict(_qat.state(graph), strict=False)
-            origin[b] = f"trained (the graph at batch {cfg.batch} has the same fake-quant modules)"
-        elif g is not graph:  # batch 1 specialises views: other modules, ranges collected under the trained weights
-            progress(f"collecting batch-{b} ranges over {len(rows)} rows (its graph differs from batch {cfg.batch}'s)")
-            _observe(g, rows, b, width, pad)
-            origin[b] = f"one pass over the {len(rows)} training rows with the trained weights (its graph differs)"
+        n = min(len(rows), CALIBRATION_ROWS)
+        if b == cfg.batch:
+            g, origin[b] = graph, "the training graph's"
         else:
-            origin[b] = "trained"
+            g = runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
+            if _qat.signature(g) == _qat.signature(graph):
+                g.load_state_dict(_qat.state(graph), strict=False)
+                origin[b] = f"the training graph's (batch {cfg.batch}: the same fake-quant modules)"
+            else:  # batch 1 specialises views: other modules, so its own calibration under the trained weights
+                progress(f"calibrating batch {b}'s graph on {n} rows (its fake-quant modules differ from batch "
+                         f"{cfg.batch}'s)")
+                g = _prepared(runtime, static, rows, b, width, pad, device, precision)
+                origin[b] = f"calibrated on {n} training rows with the trained weights (its graph differs)"
         ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
 
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="qat") as out:

@@ -1,9 +1,11 @@
 """Quantization-aware training's ranges, as a runtime stores and reuses them (PT2E fake-quant modules).
 
 A QAT run (`npuport detector train --qat TARGET`) trains the detector through the target's own quantizer
-(`Runtime.prepare_qat`: a PT2E graph with fake-quant modules on every quantised edge) and keeps what those modules
-learned: each one's scale, zero point and observer range. `port` rebuilds the same graph at each shape, loads them,
-freezes them and converts: no calibration, the integer graph computes what the trained fake-quant graph computed.
+(`Runtime.prepare_qat`: a PT2E graph with fake-quant modules on every quantised edge): the activation ranges are
+calibrated first, as `port` would, and held; the weights train under them, and the weights' fake-quants follow the
+weights. It keeps what every fake-quant module then holds: scale, zero point and observer range. `port` rebuilds the
+same graph at each shape, loads them, freezes them and converts: no calibration, the integer graph computes what the
+trained fake-quant graph computed.
 
 The ranges are keyed by batch size. At one batch size, every bucket's graph has the same fake-quant modules in the
 same order (torch.export names them in graph order), so the ranges carry from the training length to every bucket;
@@ -25,13 +27,19 @@ RANGES_FILE = "qat_ranges.safetensors"
 PREFIX = "activation_post_process_"
 
 
-def _modules(prepared):
+def modules(prepared) -> list:
+    """The graph's fake-quant (or observer) nodes, in graph order."""
     return [n for n in prepared.graph.nodes if n.op == "call_module" and str(n.target).startswith(PREFIX)]
+
+
+def is_weight(node) -> bool:
+    """A fake-quant on a weight (a constant of the graph), as opposed to an activation."""
+    return getattr(node.args[0], "op", None) == "get_attr"
 
 
 def signature(prepared) -> str:
     """sha256 of the ops the fake-quant modules observe, in graph order: equal graphs, equal ranges layout."""
-    ops = [f"{n.target}:{getattr(n.args[0], 'target', n.args[0])}" for n in _modules(prepared)]
+    ops = [f"{n.target}:{getattr(n.args[0], 'target', n.args[0])}" for n in modules(prepared)]
     return hashlib.sha256("\n".join(map(str, ops)).encode()).hexdigest()
 
 
@@ -49,10 +57,39 @@ def freeze(prepared) -> None:
 
 
 def thaw(prepared) -> None:
-    from torchao.quantization.pt2e import enable_observer, move_exported_model_to_train
+    """Train mode; the weights' fake-quants observe again (the weights move), the activations' ranges stay held."""
+    from torchao.quantization.pt2e import move_exported_model_to_train
 
     move_exported_model_to_train(prepared)
-    prepared.apply(enable_observer)
+    for n in modules(prepared):
+        m = getattr(prepared, n.target)
+        if is_weight(n) and hasattr(m, "enable_observer"):  # not a bias's derived quantizer: it has no observer
+            m.enable_observer()
+
+
+def trainable(prepared) -> None:
+    """Make the fake-quant graph's backward finite, its forward unchanged. A LayerNorm decomposes to rsqrt of the
+    (fake-quantised) variance; a token whose variance rounds to 0 gets rsqrt = inf, which the next fake-quant clamps
+    to its range (the integer graph's table saturates the same way), but whose gradient is 0 x inf = NaN, and one NaN
+    poisons every weight's gradient (measured on the me5-small detector from the first step). rsqrt(max(x, tiny))
+    is inf-free with the same clamped forward and a zero gradient there. Only the training graph gets it: `port`
+    rebuilds its graph from the model, unchanged."""
+    import torch
+
+    for n in list(prepared.graph.nodes):
+        if n.op == "call_function" and n.target is torch.ops.aten.rsqrt.default:
+            with prepared.graph.inserting_before(n):
+                floor = prepared.graph.call_function(torch.ops.aten.clamp_min.default,
+                                                     (n.args[0], torch.finfo(torch.float32).tiny))
+            n.replace_input_with(n.args[0], floor)
+    # Constants the quantizer's constant folding computed from parameters (BERT's token-type row added to every
+    # position) keep that computation's autograd history, so a second step would backward through the first one's
+    # graph. They are constants of this graph: detached. (They come from the embedding block, which QAT keeps frozen.)
+    for mod in prepared.modules():
+        for name, buf in list(mod.named_buffers(recurse=False)):
+            if buf is not None and buf.grad_fn is not None:
+                mod._buffers[name] = buf.detach()
+    prepared.recompile()
 
 
 def save(directory: Path, ranges: dict[int, dict], signatures: dict[int, str]) -> str:

@@ -197,8 +197,9 @@ class Runtime:
     session_class: ClassVar[type | None] = None
     executor_class: ClassVar[type | None] = None
 
-    def prepare_qat(self, module, example, device: str, precision: str):
-        """The module as a PT2E graph with this target's fake-quant modules, trainable (`qat` runtimes only)."""
+    def prepare_qat(self, module, example, device: str, precision: str, calibration=None):
+        """The module as a PT2E graph with this target's fake-quant modules, trainable (`qat` runtimes only); with
+        calibration batches, the activation ranges are calibrated as `port` would and held while the weights train."""
         raise ConfigError(f"{self.name} has no quantization-aware training; runtimes that have: see `npuport doctor`")
 
     @property

@@ -213,7 +213,7 @@ def raised_groups(spec, groups: dict) -> tuple[list[str], list[str]]:
 
 
 def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),
-              lowered: tuple[str, ...] = (), host: tuple[str, ...] = ()):
+              lowered: tuple[str, ...] = (), host: tuple[str, ...] = (), keep_observers: bool = False):
     """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
     8-bit weights), those in `lowered` at int8, those in `host` unquantised (float: the partitioner leaves them to
     the host CPU), through the quantizer's per-module configs."""
@@ -240,13 +240,14 @@ def _quantize(export, module, example, calib, eu_spec, precision: str, raised: t
     with torch.no_grad():
         for ids, mask in calib:
             prepared(ids, mask)
-    return convert_pt2e(prepared)
+    return prepared if keep_observers else convert_pt2e(prepared)
 
 
-def _qat_prepared(module, example, eu_spec, precision: str):
+def _qat_prepared(module, example, eu_spec, precision: str, calib=None):
     """prepare_qat_pt2e with the same configs as _quantize's global one, fake-quant instead of observers. Exported
     with gradients on (a graph exported under no_grad would not train); QAT and port build it the same way, so their
-    fake-quant modules match one for one (runtimes/_qat.py checks it)."""
+    fake-quant modules match one for one (runtimes/_qat.py checks it). With `calib` batches, every activation's range
+    is first calibrated as `port` would (HistogramObserver) and then held: see _seed_ranges."""
     import torch
     from executorch.backends.arm.quantizer import (
         EthosUQuantizer,
@@ -261,7 +262,45 @@ def _qat_prepared(module, example, eu_spec, precision: str):
         q = EthosUQuantizer(eu_spec)
         q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True) if precision == "int16"
                      else get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
-        return prepare_qat_pt2e(m, q)
+        prepared = prepare_qat_pt2e(m, q)
+        if calib is not None:
+            ptq = _quantize(lambda mod, ex: torch.export.export(mod, tuple(ex), strict=True), module, example, calib,
+                            eu_spec, precision, keep_observers=True)
+            _seed_ranges(prepared, ptq)
+        return prepared
+
+
+def _seed_ranges(qat, ptq) -> None:
+    """Each activation fake-quant of the QAT graph takes the range the PTQ graph's observer calibrated, and keeps it
+    (observer off): QAT then trains the weights under the ranges the integer graph will use. Why not the QAT
+    observers' own moving min-max: a LayerNorm's variance edge spans its outlier tokens' values, so at 8 bits the
+    other tokens' variances round to 0 and rsqrt gives inf (measured on the me5-small detector: NaN from the first
+    step), where the histogram range keeps them. Weight fake-quants keep observing the weights as they train."""
+    import torch
+
+    from . import _qat
+
+    pairs = list(zip(_qat.modules(ptq), _qat.modules(qat), strict=False))
+    if len(_qat.modules(ptq)) != len(_qat.modules(qat)) or any(
+            str(getattr(a.args[0], "target", a.args[0])) != str(getattr(b.args[0], "target", b.args[0]))
+            for a, b in pairs):
+        raise ArtifactError("ExecuTorch's quantizer annotated the QAT graph differently from the calibration graph; "
+                            "QAT cannot take the calibrated ranges (another ExecuTorch version?)")
+    for a, b in pairs:
+        obs, fq = getattr(ptq, a.target), getattr(qat, b.target)
+        if _qat.is_weight(b) or not hasattr(fq, "activation_post_process"):  # weights, and derived (bias) quantizers
+            continue
+        scale, zp = obs.calculate_qparams()
+        inner = fq.activation_post_process
+        lo, hi = inner.quant_min, inner.quant_max
+        if inner.qscheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric):
+            half = scale * (hi - lo) / 2
+            inner.min_val, inner.max_val = -half, half
+        else:
+            inner.min_val, inner.max_val = (lo - zp) * scale, (hi - zp) * scale
+        fq.scale.copy_(scale.reshape(fq.scale.shape))
+        fq.zero_point.copy_(zp.reshape(fq.zero_point.shape))
+        fq.disable_observer()
 
 
 def _from_qat(captured, spec, shape, example):
@@ -413,11 +452,11 @@ class EthosURuntime(Runtime):
     mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
     qat = True  # prepare_qat_pt2e with the same quantizer (detector train --qat ethos-u)
 
-    def prepare_qat(self, module, example, device, precision):
+    def prepare_qat(self, module, example, device, precision, calibration=None):
         self.require()
         if device not in TARGETS:
             raise ConfigError(f"--qat-device {device!r}: choose one of {', '.join(TARGETS)}")
-        return _qat_prepared(module, example, _compile_spec(device), precision)
+        return _qat_prepared(module, example, _compile_spec(device), precision, calibration)
     measures_sensitivity = True  # per group on the fake-quantised graph (_sensitivity); auto's rounds on the reference
 
     def preflight(self, captured, spec, work: Path):
@@ -477,8 +516,8 @@ class EthosURuntime(Runtime):
                 f"{mixed}, symmetric, per-channel weights" + (", ranges from quantization-aware training" if qat else ""),
                 "calibration": qat["describe"] if qat else spec.calibration_source,
                 # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
-                "calibration_method": "QAT (activations: moving-average min-max fake-quant; weights: per-channel "
-                                      "min-max)" if qat else
+                "calibration_method": "QAT (activations: HistogramObserver ranges calibrated before training and "
+                                      "held; weights: per-channel min-max of the trained weights)" if qat else
                                       "histogram (activations: HistogramObserver; weights: per-channel min-max)",
                 **({"qat": {k: v for k, v in qat.items() if k != "ranges"}} if qat else {}),
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
