@@ -452,12 +452,13 @@ def npu_qat_section(r: dict, link: str) -> list[str]:
            f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
            f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}, "
            f"loss {_qat_loss(q.get('distill', 1.0))}; "
-           f"its port loads the trained ranges, no calibration ([script]({link}/npu_qat.py), "
+           f"its port loads the ranges QAT held, no calibration; wall s: the PTQ port ran beside a QAT run "
+           f"([script]({link}/npu_qat.py), "
            f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
            *head("| run | decisions kept vs float | F1 | max abs ΔP vs float | fake-quant vs reference | "
                  "Vela cycles (est. ms) | wall s |"),
            f"| float detector | 100.0% | {f['f1']:.4f} | — | — | — | — |"]
-    for name, label in (("ptq", "PTQ (calibrated)"), ("qat", "QAT (trained ranges)")):
+    for name, label in (("ptq", "PTQ (calibrated)"), ("qat", "QAT (calibrated ranges held, weights trained)")):
         v = r["runs"][name]
         e = v["on_eval"]
         wall = v["port_wall_s"] + v.get("train_wall_s", 0)
@@ -469,8 +470,8 @@ def npu_qat_section(r: dict, link: str) -> list[str]:
                    f"| {fq} | {v['cycles']:,} ({v['estimated_ms']:.1f}) | {wall:.0f} |")
     val = r["runs"]["qat"]["on_val"]
     out += ["", f"QAT's own figures on the validation rows (fake-quantised graph, decisions kept vs float): before "
-            f"training {val['fake_quant_before']['decisions_kept_vs_float']:.1%} (ranges from one pass: what "
-            f"calibration gives), after {val['fake_quant_after']['decisions_kept_vs_float']:.1%} "
+            f"training {val['fake_quant_before']['decisions_kept_vs_float']:.1%} (calibrated ranges, the original "
+            f"weights: what a port without QAT gives), after {val['fake_quant_after']['decisions_kept_vs_float']:.1%} "
             f"({r['runs']['qat']['steps']} steps)."]
     return out
 
