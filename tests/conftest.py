@@ -43,6 +43,16 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: within a rank, collection order
 
 
+def needs_ethos_u():
+    """Skip where ExecuTorch's Arm backend is not installed, but never in CI (which installs it: there a missing
+    toolchain must fail, not skip)."""
+    from npuport.runtimes import get_runtime
+
+    return pytest.mark.skipif(not get_runtime("ethos-u").available()[0] and not os.environ.get("CI"),
+                              reason='needs executorch + ethos-u-vela + tosa-tools: pip install "npuport[ethos-u]" '
+                                     "(CI installs them)")
+
+
 def make_rows(n=12):
     rows = []
     for i in range(n):

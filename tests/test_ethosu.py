@@ -7,14 +7,12 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import needs_ethos_u
 
 from npuport.artifact import find_artifacts, load_session
 from npuport.cli import main
-from npuport.runtimes import get_runtime
 
-pytestmark = pytest.mark.skipif(not get_runtime("ethos-u").available()[0] and not __import__("os").environ.get("CI"),
-                                reason='needs executorch + ethos-u-vela + tosa-tools: pip install "npuport[ethos-u]" '
-                                       "(CI installs them)")
+pytestmark = needs_ethos_u()
 
 
 @pytest.fixture(scope="module")

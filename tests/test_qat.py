@@ -7,15 +7,13 @@ import json
 import shutil
 
 import pytest
+from conftest import needs_ethos_u
 from safetensors.torch import load_file
 
 from npuport.artifact import find_artifacts
 from npuport.cli import main
-from npuport.runtimes import get_runtime
 
-pytestmark = pytest.mark.skipif(not get_runtime("ethos-u").available()[0] and not __import__("os").environ.get("CI"),
-                                reason='needs executorch + ethos-u-vela + tosa-tools: pip install "npuport[ethos-u]" '
-                                       "(CI installs them)")
+pytestmark = needs_ethos_u()
 
 
 @pytest.fixture(scope="module")
