@@ -134,6 +134,56 @@ def _figures(labels, probs, ref_probs, threshold: float) -> dict:
             "max_abs_prob_diff_vs_float": round(float(np.abs(probs - ref_probs).max()), 4)}
 
 
+def _train(graph, params, rows, labels, teacher, cfg: QatConfig, pad: int, bar) -> list[float]:
+    """AdamW, linear warmup (10 %) and decay, through the fake-quant graph at [batch, max_len]; the loss per step."""
+    rng = np.random.default_rng(cfg.seed)
+    steps_per_epoch = len(rows) // cfg.batch
+    total = steps_per_epoch * cfg.epochs
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
+    warm = max(1, total // 10)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm + 1))))
+    torch.manual_seed(cfg.seed)
+    losses = []
+    _qat.thaw(graph)
+    for _ in range(cfg.epochs):
+        order = rng.permutation(len(rows))
+        for s in range(steps_per_epoch):
+            idx = order[s * cfg.batch:(s + 1) * cfg.batch]
+            ids, mask = _fixed(rows, idx, cfg.batch, cfg.max_len, pad)
+            loss = _loss(graph(ids, mask), teacher[idx], torch.from_numpy(labels[idx]), cfg.distill)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            losses.append(round(loss.item(), 5))
+            bar.update(len(losses), f"loss {losses[-1]:.4f}")
+    bar.close()
+    return losses
+
+
+def _per_batch(runtime, static, graph, rows, cfg: QatConfig, pad: int, device: str, precision: str, progress):
+    """The ranges `port` will load, per batch size it compiles: the training graph's where the graph has the same
+    fake-quant modules, else that graph calibrated under the trained weights."""
+    width = cfg.max_len
+    ranges, signatures, origin = {}, {}, {}
+    for b in sorted(set(cfg.batch_sizes)):
+        n = min(len(rows), CALIBRATION_ROWS)
+        if b == cfg.batch:
+            g, origin[b] = graph, "the training graph's"
+        else:
+            g = runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
+            if _qat.signature(g) == _qat.signature(graph):
+                g.load_state_dict(_qat.state(graph), strict=False)
+                origin[b] = f"the training graph's (batch {cfg.batch}: the same fake-quant modules)"
+            else:  # batch 1 specialises views: other modules, so its own calibration under the trained weights
+                progress(f"calibrating batch {b}'s graph on {n} rows (its fake-quant modules differ from batch "
+                         f"{cfg.batch}'s)")
+                g = _prepared(runtime, static, rows, b, width, pad, device, precision)
+                origin[b] = f"calibrated on {n} training rows with the trained weights (its graph differs)"
+        ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
+    return ranges, signatures, origin
+
+
 def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) -> dict:
     t0 = time.perf_counter()
     check_output(Path(cfg.out), overwrite=cfg.overwrite)  # before the training, not after it
@@ -170,48 +220,12 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
         p.requires_grad_(p.data_ptr() not in frozen)
     before = _figures(vlabels, _probs(graph, vrows, cfg.batch, width, pad), float_probs, thr)
 
-    rng = np.random.default_rng(cfg.seed)
-    steps_per_epoch = len(rows) // cfg.batch
-    total = steps_per_epoch * cfg.epochs
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=0.01)
-    warm = max(1, total // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm + 1))))
-    torch.manual_seed(cfg.seed)
-    losses = []
-    _qat.thaw(graph)
-    bar = StepBar("QAT", total, enabled=show_bar, sink=None if show_bar else progress)
-    for _ in range(cfg.epochs):
-        order = rng.permutation(len(rows))
-        for s in range(steps_per_epoch):
-            idx = order[s * cfg.batch:(s + 1) * cfg.batch]
-            ids, mask = _fixed(rows, idx, cfg.batch, width, pad)
-            loss = _loss(graph(ids, mask), teacher[idx], torch.from_numpy(labels[idx]), cfg.distill)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            losses.append(round(loss.item(), 5))
-            bar.update(len(losses), f"loss {losses[-1]:.4f}")
-    bar.close()
+    bar = StepBar("QAT", len(rows) // cfg.batch * cfg.epochs, enabled=show_bar, sink=None if show_bar else progress)
+    losses = _train(graph, params, rows, labels, teacher, cfg, pad, bar)
     _qat.freeze(graph)
     after = _figures(vlabels, _probs(graph, vrows, cfg.batch, width, pad), float_probs, thr)
 
-    ranges, signatures, origin = {}, {}, {}
-    for b in sorted(set(cfg.batch_sizes)):
-        n = min(len(rows), CALIBRATION_ROWS)
-        if b == cfg.batch:
-            g, origin[b] = graph, "the training graph's"
-        else:
-            g = runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
-            if _qat.signature(g) == _qat.signature(graph):
-                g.load_state_dict(_qat.state(graph), strict=False)
-                origin[b] = f"the training graph's (batch {cfg.batch}: the same fake-quant modules)"
-            else:  # batch 1 specialises views: other modules, so its own calibration under the trained weights
-                progress(f"calibrating batch {b}'s graph on {n} rows (its fake-quant modules differ from batch "
-                         f"{cfg.batch}'s)")
-                g = _prepared(runtime, static, rows, b, width, pad, device, precision)
-                origin[b] = f"calibrated on {n} training rows with the trained weights (its graph differs)"
-        ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
+    ranges, signatures, origin = _per_batch(runtime, static, graph, rows, cfg, pad, device, precision, progress)
 
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="qat") as out:
         model_dir = out / "model"
@@ -220,7 +234,7 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
         info = {"target": cfg.target, "device": device, "precision": precision, "shape": [cfg.batch, width],
                 "batch_sizes": sorted(ranges), "ranges_origin": {str(b): o for b, o in origin.items()},
                 "ranges_sha256": sha, "init": str(Path(cfg.init).resolve()), "config": asdict(cfg),
-                "steps": total, "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+                "steps": len(losses), "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
                 "eval_rows": len(vrows), "eval_on": "--val" if cfg.val else "the training rows",
                 "float": _figures(vlabels, float_probs, float_probs, thr),
                 "fake_quant_before": before, "fake_quant_after": after, "seconds": round(time.perf_counter() - t0, 1)}
