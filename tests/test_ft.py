@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -132,8 +133,10 @@ def _wait(pred, what: str, proc, limit: float = TIMEOUT) -> None:
         time.sleep(0.1)
 
 
+# --keep-checkpoints 1: DiLoCo commits a checkpoint at every outer step, ~185 MB each for 3 replicas of `small`;
+# the replacement heals from a peer's live state, never from disk, so one kept checkpoint is enough here.
 SMALL = ("--preset", "small", "--seq-len", "64", "--steps", "240", "--sync", "diloco", "--inner-steps", "8",
-         "--eval-every", "40", "--ckpt-every", "40")
+         "--eval-every", "40", "--ckpt-every", "40", "--keep-checkpoints", "1")
 
 
 def test_cli_diloco_survives_a_sigkilled_worker(tmp_path):
@@ -142,6 +145,8 @@ def test_cli_diloco_survives_a_sigkilled_worker(tmp_path):
     peer), final validation within 3 % of the same run without the fault."""
     ref = subprocess.run(_cli(tmp_path / "ref", *SMALL), capture_output=True, text=True, timeout=TIMEOUT)
     assert ref.returncode == 0, ref.stderr[-2000:]
+    assert len(list((tmp_path / "ref" / "checkpoints").glob("step_*[0-9]"))) == 1  # --keep-checkpoints held
+    shutil.rmtree(tmp_path / "ref" / "checkpoints")  # only its manifest is compared below: free the disk at once
     run = tmp_path / "killed"
     p = subprocess.Popen(_cli(run, *SMALL), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
