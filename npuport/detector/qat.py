@@ -7,7 +7,7 @@ and then held; training runs through that graph at one static shape [batch, max_
 the embedding block stays frozen) towards the float detector's own answers (distillation, `--qat-distill`; the
 rest of the loss on the labels), so the weights learn to live with the target's rounding at the ranges the integer
 graph will use, while the weights' fake-quants follow the weights. (Learning the activation ranges with QAT's
-moving min-max failed on the me5-small detector: runtimes/ethosu.py `_seed_ranges` says why.) The prepared graph
+moving min-max failed on the me5-small detector: runtimes/ethosu_qat.py `seed_ranges` says why.) The prepared graph
 shares its parameters with the detector, so the detector saved at the end carries the trained weights, and beside
 it:
 

@@ -18,7 +18,6 @@ import contextlib
 import csv
 import json
 import logging
-import re
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ConfigError
 from .base import Runtime, ShapeSession
+from .ethosu_quant import compile_spec, module_groups, quantize, quiet
 from .registry import register_runtime
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI's parser imports this module
@@ -41,12 +41,6 @@ TOP_OPS = 12  # per-op rows (by cycles) kept per shape for the report
 # not count against "the whole graph on the NPU".
 IO_OPS = {"quantized_decomposed.quantize_per_tensor.default", "quantized_decomposed.dequantize_per_tensor.default",
           "dim_order_ops._to_dim_order_copy.default"}
-
-
-def _compile_spec(target: str):
-    from executorch.backends.arm.ethosu import EthosUCompileSpec
-
-    return EthosUCompileSpec(target, extra_flags=["--verbose-performance"])
 
 
 @contextlib.contextmanager
@@ -171,152 +165,10 @@ class EthosUSession(ShapeSession):
             return program(ids, mask)[0].float().numpy()
 
 
-_ATTENTION = re.compile(r"\.(attention|attn|self_attn)$")
-
-
-def module_groups(module: torch.nn.Module) -> dict[str, list[tuple[str, object]]]:
-    """The quantisation groups of a module as ExecuTorch's quantizer selects them: group -> [("name", FQN) |
-    ("type", module class)]. Same names as the ONNX runtimes' groups (runtimes/_quantize.py), found from the module
-    tree instead of the exporter's name scopes."""
-    from ._quantize import _LAYER, FFN_OUT
-
-    groups: dict[str, list] = {}
-
-    def add(g, item):
-        if item not in groups.setdefault(g, []):
-            groups[g].append(item)
-
-    for name, m in module.named_modules():
-        cls = type(m)
-        if cls.__name__.endswith(("LayerNorm", "RMSNorm")):
-            add("layernorm", ("type", cls))
-        elif "GELU" in cls.__name__.upper() and not list(m.children()):
-            add("gelu", ("type", cls))
-        if name.endswith(".embeddings"):
-            add("embeddings", ("name", name))
-        elif _ATTENTION.search(name):
-            add("attention", ("name", name))
-        elif FFN_OUT.search(name):
-            add("ffn_out", ("name", name))
-        elif name.endswith((".head", ".classifier", ".pooler")) and name.count(".") <= 2:
-            add("head", ("name", name))
-        layer = _LAYER.search(name)
-        if layer:
-            add(f"layer.{layer.group(1) or layer.group(2)}", ("name", name))
-    return groups
-
-
 def raised_groups(spec, groups: dict) -> tuple[list[str], list[str]]:
     from ._quantize import raised_groups as raised
 
     return raised(spec, groups, EthosURuntime.default_int16)
-
-
-def _quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),
-              lowered: tuple[str, ...] = (), host: tuple[str, ...] = (), keep_observers: bool = False):
-    """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
-    8-bit weights), those in `lowered` at int8, those in `host` unquantised (float: the partitioner leaves them to
-    the host CPU), through the quantizer's per-module configs."""
-    import torch
-    from executorch.backends.arm.quantizer import (
-        EthosUQuantizer,
-        get_symmetric_a16w8_quantization_config,
-        get_symmetric_quantization_config,
-    )
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
-
-    # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape
-    m = export(module, example).module(check_guards=False)
-    q = EthosUQuantizer(eu_spec)
-    a16w8 = get_symmetric_a16w8_quantization_config(is_per_channel=True)
-    a8w8 = get_symmetric_quantization_config(is_per_channel=True)
-    q.set_global(a16w8 if precision == "int16" else a8w8)
-    groups = module_groups(module) if raised or lowered or host else {}
-    for names, config in ((raised, a16w8), (lowered, a8w8), (host, None)):
-        for g in names:
-            for kind, what in groups[g]:
-                (q.set_module_type if kind == "type" else q.set_module_name)(what, config)
-    prepared = prepare_pt2e(m, q)
-    with torch.no_grad():
-        for ids, mask in calib:
-            prepared(ids, mask)
-    return prepared if keep_observers else convert_pt2e(prepared)
-
-
-def _qat_prepared(module, example, eu_spec, precision: str, calib=None):
-    """prepare_qat_pt2e with the same configs as _quantize's global one, fake-quant instead of observers. Exported
-    with gradients on (a graph exported under no_grad would not train); QAT and port build it the same way, so their
-    fake-quant modules match one for one (runtimes/_qat.py checks it). With `calib` batches, every activation's range
-    is first calibrated as `port` would (HistogramObserver) and then held: see _seed_ranges."""
-    import torch
-    from executorch.backends.arm.quantizer import (
-        EthosUQuantizer,
-        get_symmetric_a16w8_quantization_config,
-        get_symmetric_quantization_config,
-    )
-    from torchao.quantization.pt2e.quantize_pt2e import prepare_qat_pt2e
-
-    with warnings.catch_warnings(), _quiet():
-        warnings.simplefilter("ignore")
-        m = torch.export.export(module, tuple(example), strict=True).module(check_guards=False)
-        q = EthosUQuantizer(eu_spec)
-        q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True) if precision == "int16"
-                     else get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
-        prepared = prepare_qat_pt2e(m, q)
-        if calib is not None:
-            ptq = _quantize(lambda mod, ex: torch.export.export(mod, tuple(ex), strict=True), module, example, calib,
-                            eu_spec, precision, keep_observers=True)
-            _seed_ranges(prepared, ptq)
-        return prepared
-
-
-def _seed_ranges(qat, ptq) -> None:
-    """Each activation fake-quant of the QAT graph takes the range the PTQ graph's observer calibrated, and keeps it
-    (observer off): QAT then trains the weights under the ranges the integer graph will use. Why not the QAT
-    observers' own moving min-max: a LayerNorm's variance edge spans its outlier tokens' values, so at 8 bits the
-    other tokens' variances round to 0 and rsqrt gives inf (measured on the me5-small detector: NaN from the first
-    step), where the histogram range keeps them. Weight fake-quants keep observing the weights as they train."""
-    import torch
-
-    from . import _qat
-
-    pairs = list(zip(_qat.modules(ptq), _qat.modules(qat), strict=False))
-    if len(_qat.modules(ptq)) != len(_qat.modules(qat)) or any(
-            str(getattr(a.args[0], "target", a.args[0])) != str(getattr(b.args[0], "target", b.args[0]))
-            for a, b in pairs):
-        raise ArtifactError("ExecuTorch's quantizer annotated the QAT graph differently from the calibration graph; "
-                            "QAT cannot take the calibrated ranges (another ExecuTorch version?)")
-    for a, b in pairs:
-        obs, fq = getattr(ptq, a.target), getattr(qat, b.target)
-        if _qat.is_weight(b) or not hasattr(fq, "activation_post_process"):  # weights, and derived (bias) quantizers
-            continue
-        scale, zp = obs.calculate_qparams()
-        inner = fq.activation_post_process
-        lo, hi = inner.quant_min, inner.quant_max
-        if inner.qscheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric):
-            half = scale * (hi - lo) / 2
-            inner.min_val, inner.max_val = -half, half
-        else:
-            inner.min_val, inner.max_val = (lo - zp) * scale, (hi - zp) * scale
-        fq.scale.copy_(scale.reshape(fq.scale.shape))
-        fq.zero_point.copy_(zp.reshape(fq.zero_point.shape))
-        fq.disable_observer()
-
-
-def _from_qat(captured, spec, shape, example):
-    """The QAT ranges loaded into this shape's graph, frozen and converted; with the trained fake-quant graph's own
-    logits on the probes (the QAT model's forward, which the integer graph must reproduce)."""
-    import torch
-    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
-
-    from . import _qat
-
-    qat = spec.options["qat"]
-    prepared = _qat_prepared(captured.static, example, _compile_spec(spec.device), spec.precision)
-    _qat.load(prepared, Path(qat["ranges"]), shape[0], qat["ranges_sha256"])
-    with torch.no_grad():
-        fq = [prepared(ids, mask).float() for ids, mask in captured.probes(shape, n=3)]
-    return convert_pt2e(prepared), fq
 
 
 SENSITIVITY_ROWS = 16
@@ -332,14 +184,14 @@ def _sensitivity(captured, spec) -> dict:
     from ..parity import agreement
 
     shape = spec.shapes.shapes()[0]
-    eu_spec, example = _compile_spec(spec.device), captured.example(shape)
+    eu_spec, example = compile_spec(spec.device), captured.example(shape)
     calib = captured.calibration_batches(shape, spec.calibration)
     rows = calib[:SENSITIVITY_ROWS]
     with torch.no_grad():
         ref = torch.cat([captured.reference(ids, mask) for ids, mask in rows]).float().numpy()
     res = {}
     for g in [g for g in module_groups(captured.static) if not g.startswith("layer.")]:
-        qm = _quantize(captured.export, captured.static, example, calib, eu_spec, "int16", lowered=(g,))
+        qm = quantize(captured.export, captured.static, example, calib, eu_spec, "int16", lowered=(g,))
         with torch.no_grad():
             got = torch.cat([qm(ids, mask) for ids, mask in rows]).float().numpy()
         agree, dl = agreement(ref, got, captured.task)
@@ -356,15 +208,17 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     from . import _edgegraph as edgegraph
 
     b, t = shape
-    eu_spec = _compile_spec(spec.device)
+    eu_spec = compile_spec(spec.device)
     example = captured.example(shape)
     raised, _ = raised_groups(spec, module_groups(captured.static))
     qat_fq = None
     if spec.options.get("qat"):  # the ranges QAT trained, not a calibration
-        qm, qat_fq = _from_qat(captured, spec, shape, example)
+        from .ethosu_qat import from_qat
+
+        qm, qat_fq = from_qat(captured, spec, shape, example)
     else:
         calib = captured.calibration_batches(shape, spec.calibration)
-        qm = _quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised),
+        qm = quantize(captured.export, captured.static, example, calib, eu_spec, spec.precision, tuple(raised),
                        host=tuple(spec.options.get("keep_fp32") or ()))
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
@@ -456,7 +310,9 @@ class EthosURuntime(Runtime):
         self.require()
         if device not in TARGETS:
             raise ConfigError(f"--qat-device {device!r}: choose one of {', '.join(TARGETS)}")
-        return _qat_prepared(module, example, _compile_spec(device), precision, calibration)
+        from .ethosu_qat import qat_prepared
+
+        return qat_prepared(module, example, compile_spec(device), precision, calibration)
     measures_sensitivity = True  # per group on the fake-quantised graph (_sensitivity); auto's rounds on the reference
 
     def preflight(self, captured, spec, work: Path):
@@ -467,7 +323,7 @@ class EthosURuntime(Runtime):
 
 
         b, t = spec.shapes.largest
-        eu_spec = _compile_spec(spec.device)
+        eu_spec = compile_spec(spec.device)
         example = captured.example((b, t))
         rejected: list[str] = []
         handler = _Collect(rejected)
@@ -476,9 +332,9 @@ class EthosURuntime(Runtime):
         part_log.addHandler(handler)
         part_log.setLevel(logging.INFO)
         try:
-            with warnings.catch_warnings(), _quiet():
+            with warnings.catch_warnings(), quiet():
                 warnings.simplefilter("ignore")
-                qm = _quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
+                qm = quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
                 ep = torch.export.export(qm, tuple(example), strict=True)
                 dry = _DryPartitioner(eu_spec)
                 to_edge_transform_and_lower(ep, partitioner=[dry])
@@ -503,7 +359,7 @@ class EthosURuntime(Runtime):
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        with warnings.catch_warnings(), _quiet():
+        with warnings.catch_warnings(), quiet():
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
@@ -585,19 +441,3 @@ def _rejections(messages: list[str]) -> list[dict]:
                     seen.add(key)
                     rows.append({"op": cells[1], "reason": cells[2]})
     return rows
-
-
-@contextlib.contextmanager
-def _quiet():
-    """Vela prints its whole report to stdout; ExecuTorch logs at INFO. Keep npuport's own progress readable."""
-    import io
-    import sys
-
-    level = logging.getLogger("executorch").level
-    logging.getLogger("executorch").setLevel(logging.ERROR)
-    saved, sys.stdout = sys.stdout, io.StringIO()
-    try:
-        yield
-    finally:
-        sys.stdout = saved
-        logging.getLogger("executorch").setLevel(level)
