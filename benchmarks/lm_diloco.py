@@ -19,7 +19,8 @@ their traffic is what N workers would send: one fp32 gradient per step.
     outer       the warm N = 4 runs at H = 10 and 50 with other outer optimizers: plain averaging (lr 1, no
                 momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9; and the inner peak lr at 5e-4, 2e-3
 
-`--groups outer --merge` adds groups to an existing results file instead of starting a new one.
+`--groups outer --merge` adds groups to an existing results file instead of starting a new one; `--only KEY,...`
+(keys as in the JSON, e.g. outer/diloco-4-h50-lr2-m0) runs just those runs of the chosen groups.
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
     runs.append(("stream", "diloco-4-h50-bf16", dict(warm), dict(d4, outer_dtype="bf16")))
     runs.append(("stream", "diloco-4-h50-int8", dict(warm), dict(d4, outer_dtype="int8")))
     for h in (10, 50):
-        for lr, mu in ((1.0, 0.0), (0.5, 0.5), (1.0, 0.9)):
+        # the last three scale the averaged step up (lr > 1) or halve the momentum: is the lag a too-short outer step?
+        for lr, mu in ((1.0, 0.0), (0.5, 0.5), (1.0, 0.9), *(((1.5, 0.0), (2.0, 0.0), (1.0, 0.5)) if h == 50 else ())):
             runs.append(("outer", f"diloco-4-h{h}-lr{lr:g}-m{mu:g}", dict(warm),
                          dict(workers=4, sync="diloco", inner_steps=h, outer_lr=lr, outer_momentum=mu)))
     for lr in (5e-4, 2e-3):  # the inner AdamW's peak lr (all-reduce keeps 1e-3)
@@ -75,6 +77,7 @@ def main():
     ap.add_argument("--preset", default="small")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every step count (0.05: a smoke run)")
     ap.add_argument("--merge", action="store_true", help="add the runs to results/lm_diloco.json (its base is reused)")
+    ap.add_argument("--only", help="comma-separated run keys (group/name) to run, of the chosen groups")
     a = ap.parse_args()
 
     import matplotlib
@@ -119,6 +122,10 @@ def main():
                 "wall_s": round(time.perf_counter() - t0, 1),
                 "val_curve": [(x["step"], x["val_loss"]) for x in ms if "val_loss" in x]}
 
+    if a.only:
+        unknown = set(a.only.split(",")) - {f"{g}/{n}" for g, n, _, _ in plan("") if g in groups}
+        if unknown:
+            raise SystemExit(f"--only: no such run in --groups {a.groups}: {', '.join(sorted(unknown))}")
     results = HERE / "results" / "lm_diloco.json"
     if a.merge and results.is_file():
         import json
@@ -133,6 +140,8 @@ def main():
         if group not in groups:
             continue
         key = f"{group}/{name}"
+        if a.only and key not in a.only.split(","):
+            continue
         r = one(key.replace("/", "-"), over, dist)
         out["runs"][key] = {**r, "group": group}
         print(f"{key}: val {r['val_loss']:.4f} · {r['bytes_sent_per_worker'] / 1e6:,.1f} MB/worker · {r['wall_s']:.0f} s",
