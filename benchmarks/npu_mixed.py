@@ -8,6 +8,10 @@ held-out template family (never the calibration rows):
   activations in the groups `QnnRuntime.default_int16` names); int16 (every activation at 16 bits); and
   `--keep-fp32 auto` from all-8-bit (sensitivity measured on the simulator; each round's decisions and cost).
   Executes in Qualcomm's x86 HTP simulator (bit-accurate; its milliseconds are simulation time, not the chip's).
+- ethos-u (U55-128, one bucket 1 x 64: each Ethos-U compile of the demo detector takes minutes): int8 with every
+  activation at 8 bits (`--int16 none`), int8 with the LayerNorm group at a16w8 (`--int16 layernorm`, ExecuTorch's
+  per-module config), and int16 (a16w8 everywhere). Executes in the TOSA reference model on the .tosa handed to
+  Vela (Vela's cycle estimate beside).
 
     python benchmarks/npu_mixed.py [--init me5-small] [--eval-rows 60] [--recipes qnn-fp16,qnn-int8-none,...]
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 from common import meta, write_result
 from npu_port import port_cli
 
+ETHOS_U_SHAPE = ["--device", "ethos-u55-128", "--seq-len", "64"]  # a recipe's own shape flags replace --buckets
 # name -> (runtime, precision, extra port flags)
 RECIPES = {
     "qnn-fp16": ("qnn", "fp16", []),
@@ -30,6 +35,9 @@ RECIPES = {
     "qnn-int8-default": ("qnn", "int8", []),
     "qnn-int16": ("qnn", "int16", []),
     "qnn-int8-auto": ("qnn", "int8", ["--int16", "none", "--keep-fp32", "auto", "--min-agreement", "1"]),
+    "ethos-u-int8-none": ("ethos-u", "int8", ["--int16", "none", *ETHOS_U_SHAPE]),
+    "ethos-u-int8-layernorm": ("ethos-u", "int8", ["--int16", "layernorm", *ETHOS_U_SHAPE]),
+    "ethos-u-int16": ("ethos-u", "int16", ETHOS_U_SHAPE),
 }
 
 
@@ -88,8 +96,9 @@ def main():
     for name in filter(None, a.recipes.split(",")):
         runtime, prec, extra = RECIPES[name]
         d = tmp / name
+        shape = [] if "--seq-len" in extra else ["--buckets", a.buckets]
         rc, tail, wall = port_cli(["port", str(demo / "model"), "-o", str(d), "--backend", runtime, "--precision", prec,
-                                   "--buckets", a.buckets, "--eval-data", str(evalf), "--calibration-data", str(calibf),
+                                   *shape, "--eval-data", str(evalf), "--calibration-data", str(calibf),
                                    "--bench-runs", "1", *(extra if "--min-agreement" in extra else
                                                           [*extra, "--min-agreement", "0"])], 5400)
         out["recipes"][name] = {"flags": " ".join(["--precision", prec, *extra]), "wall_s": round(wall, 1),

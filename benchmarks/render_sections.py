@@ -402,31 +402,35 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
     out = [f"**Integer NPUs that keep the decisions (P13)** — the demo detector ({r['demo_init']} init), buckets "
            f"{r['buckets']}, calibrated on {r['calibration_rows']} validation rows, judged on {r['eval_split']} "
            f"([script]({link}/npu_mixed.py), [JSON]({link}/results/{r['_file']})). `simulator`: Qualcomm's x86 HTP "
-           f"simulator running the compiled context binaries (bit-accurate). 16-bit activations = weights stay "
-           f"8-bit (w8a16). {machine_line(r)}.", "",
+           f"simulator running the compiled context binaries (bit-accurate); `reference`: the TOSA reference model "
+           f"running the .tosa partitions handed to Vela (cost: Vela's cycle estimate). 16-bit activations = weights "
+           f"stay 8-bit (w8a16 / a16w8). {machine_line(r)}.", "",
            *head("| recipe | flags | executes | decisions (data) | max abs Δlogit | 16-bit activations in | "
-                 "artifact MB | host compute ops |")]
+                 "artifact MB | cost on the target | host compute ops |")]
     sens = None
     for name, v in r["recipes"].items():
         if "failed" in v:
-            out.append(f"| {name} | `{v['flags']}` | — | — | — | — | — | failed: {v['failed'][-160:]} |")
+            out.append(f"| {name} | `{v['flags']}` | — | — | — | — | — | — | failed: {v['failed'][-160:]} |")
             continue
         if "refused" in v:
             out.append(f"| {name} | `{v['flags']}` | — | {v['decision_agreement']:.1%} (refused) | "
-                       f"{v['max_abs_logit_diff']:.2f} | — | — | — |")
+                       f"{v['max_abs_logit_diff']:.2f} | — | — | — | — |")
             continue
         raised = v.get("int16") or []
         where = ("every activation" if raised == ["all"] else ", ".join(raised) or "none") + (
             " (default recipe)" if v.get("int16_by_default") else "")
-        host = ", ".join((v.get("cost") or {}).get("host_ops") or []) or "none"
+        cost = v.get("cost") or {}
+        host = ", ".join(cost.get("host_ops") or []) or "none"
+        on_target = (f"{cost['cycles']:,} cycles" if "cycles" in cost else
+                     f"{cost['context_mb']} MB context" if "context_mb" in cost else "—")
         out.append(f"| {name} | `{v['flags']}` | {v['executes']} | {v['decision_agreement']:.1%} of {v['n']} | "
                    f"{v['max_abs_logit_diff']:.2f} | {where if 'int' in v['flags'] else '— (fp16)'} | {v['disk_mb']} | "
-                   f"{host} |")
+                   f"{on_target} | {host} |")
         sens = v.get("sensitivity") or sens
         for t in v.get("auto_keep") or []:
             out.append(f"| ↳ auto round | 16-bit in {', '.join(t.get('int16') or []) or 'nothing'} | | "
-                       f"{t['decision_agreement']:.1%} (refused) | {t['max_abs_logit_diff']:.2f} | | "
-                       f"{(t.get('cost') or {}).get('context_mb', '—')} (context) | |")
+                       f"{t['decision_agreement']:.1%} (refused) | {t['max_abs_logit_diff']:.2f} | | | "
+                       f"{(t.get('cost') or {}).get('context_mb', '—')} MB context | |")
     if sens:
         first = next(iter(sens.values()))
         out += ["", f"Sensitivity ({first['rows']} calibration rows, on the {first['judged_on']}): each group alone at "
