@@ -133,8 +133,8 @@ def _wait(pred, what: str, proc, limit: float = TIMEOUT) -> None:
         time.sleep(0.1)
 
 
-# --keep-checkpoints 1: DiLoCo commits a checkpoint at every outer step, ~185 MB each for 3 replicas of `small`;
-# the replacement heals from a peer's live state, never from disk, so one kept checkpoint is enough here.
+# --keep-checkpoints 1: a checkpoint of 3 replicas of `small` is ~185 MB, and the replacement heals from a peer's
+# live state, never from disk, so one kept checkpoint is enough here.
 SMALL = ("--preset", "small", "--seq-len", "64", "--steps", "240", "--sync", "diloco", "--inner-steps", "8",
          "--eval-every", "40", "--ckpt-every", "40", "--keep-checkpoints", "1")
 

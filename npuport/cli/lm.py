@@ -63,7 +63,8 @@ def _add_train(lsub) -> None:
     t.add_argument("--warmup-steps", type=int, default=50, help="linear learning-rate warmup steps (default 50)")
     t.add_argument("--seed", type=int, default=0, help="init and data order; equal seeds give comparable runs")
     t.add_argument("--eval-every", type=positive_int, default=50)
-    t.add_argument("--ckpt-every", type=positive_int, default=100)
+    t.add_argument("--ckpt-every", type=positive_int, default=100, metavar="N",
+                   help="commit a checkpoint every N steps (DiLoCo: N rounded up to whole outer steps); default 100")
     t.add_argument("--npu-friendly", action="store_true",
                    help="graph without Gather/Scatter: one-hot embedding and loss, RoPE rotation as a matmul")
     t.add_argument("--form", default="fused", choices=FORMS, help="one graph per step, or gradient + update graphs")

@@ -11,8 +11,8 @@ Launch: `npuport lm train … --workers N --sync …` starts N processes on this
 launcher (the same agent `torchrun` uses); under `torchrun --nnodes … --nproc-per-node …` the same code runs
 across machines (`npuport lm train … --sync …` detects the torchrun environment).
 
-Fault tolerance: every rank writes its state at a checkpoint (DiLoCo: every outer step; allreduce: every
-`ckpt_every` steps) atomically into checkpoints/step_X/rank_R.safetensors; after a barrier rank 0 commits the step
+Fault tolerance: every rank writes its state at a checkpoint (allreduce: every `ckpt_every` steps; DiLoCo: every
+`ckpt_every` steps rounded up to whole outer steps, see ckpt_cadence) atomically into checkpoints/step_X/rank_R.safetensors; after a barrier rank 0 commits the step
 with checkpoints/step_X/COMMIT. When a worker dies the elastic agent restarts the group, and every rank resumes from
 the last committed step. Batches depend only on (seed, step), so no sample is lost or repeated.
 """
@@ -231,6 +231,15 @@ def fragment_bounds(sizes: list[int], k: int) -> list[tuple[int, int]]:
     return bounds
 
 
+def ckpt_cadence(cfg, dcfg: DistConfig) -> int:
+    """Steps between two checkpoints. DiLoCo ranks only agree with θ_global right after an outer step, so a DiLoCo
+    checkpoint falls on one: --ckpt-every rounded up to a multiple of H (not every outer step, which at a small H
+    writes every rank's state every few steps)."""
+    if dcfg.sync != "diloco":
+        return cfg.ckpt_every
+    return dcfg.inner_steps * math.ceil(cfg.ckpt_every / dcfg.inner_steps)
+
+
 def outer_step(global_p: torch.Tensor, momentum: torch.Tensor, delta: torch.Tensor, lr: float,
                mu: float) -> tuple[torch.Tensor, torch.Tensor]:
     """DiLoCo's outer Nesterov SGD, as torch.optim.SGD(nesterov=True) steps it (what torchft's DiLoCo runs):
@@ -426,7 +435,7 @@ def _worker(cfg: LMTrainConfig, dcfg: DistConfig, run: Path, resume: bool, dist)
     try:
         run_loop(start=start, stop=cfg.steps, step=one_step, evaluate=validate if rank == 0 else None,
                  eval_every=cfg.eval_every, checkpoint=checkpoint,
-                 ckpt_every=dcfg.inner_steps if dcfg.sync == "diloco" else cfg.ckpt_every, metrics=metrics)
+                 ckpt_every=ckpt_cadence(cfg, dcfg), metrics=metrics)
     finally:
         if metrics is not None:
             metrics.close()

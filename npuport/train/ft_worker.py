@@ -41,7 +41,7 @@ from ..fsio import save_with, write_json_atomic
 from ..models.lm import LMConfig
 from .core import MetricsLog, load_params
 from .data import Batches, CharVocab
-from .distributed import COMMIT, DistConfig, _flat, _unflat, fragment_bounds, rank_store
+from .distributed import COMMIT, DistConfig, _flat, _unflat, ckpt_cadence, fragment_bounds, rank_store
 from .loop import LMTrainConfig, evaluate, initial_model, load_corpus, lr_at, read_run, save_checkpoint
 from .select import open_step_runner
 
@@ -342,7 +342,7 @@ class Replica:
             recs[-1].update(self.validate(model_params()))
         for r in recs:
             self.log.append(r)
-        every = self.cfg.ckpt_every if self.dcfg.sync == "allreduce" else self.dcfg.inner_steps
+        every = ckpt_cadence(self.cfg, self.dcfg)
         if any(r["step"] % every == 0 for r in recs) or last == self.cfg.steps:
             self.checkpoint(last, manager, model_params())
 
