@@ -49,6 +49,7 @@ SECTIONS = [
     Section("lm_control_bf16", s.lm_control_section, True),
     Section("lm_gpu_control", s.lm_gpu_section, True),
     Section("b5_gpu", s.b5_section, True),
+    Section("b5_gpu_b32", s.b5_section, True),
     Section("lm_distributed", s.lm_distributed_section, True),
     Section("lm_diloco", s.lm_diloco_section, True),
     Section("lm_ft", s.lm_ft_section, True),

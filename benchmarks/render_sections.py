@@ -548,13 +548,37 @@ def lm_gpu_section(r: dict, link: str) -> list[str]:
 
 
 def b5_section(r: dict, link: str) -> list[str]:
-    """B5 on a lent GPU: latency and parity to eager fp32 of every CUDA path."""
-    out = [f"**B5 — {r['preset']} 1 × {r['seq_len']} on a GPU** ({r['device']}; {r['runs']} runs per path; "
-           f"[script]({link}/b5_gpu.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
-           *head("| path | p50 ms | p99 ms | max ms | max abs Δlogit vs eager fp32 |")]
-    for n, v in r["results"].items():
-        out.append(f"| {n} | {v['p50_ms']:.2f} | {v['p99_ms']:.2f} | {v['max_ms']:.2f} | {e(v['max_abs_logit_diff'])} |")
-    out += [f"| {n} | skipped: {why} | | | |" for n, why in r.get("skipped", {}).items()]
+    """B5 on a lent GPU: latency and parity to eager fp32 of every CUDA path, and the compiled path per bucket."""
+    m, v, b = r["machine"], r["versions"], r.get("batch", 1)
+    done = "" if r.get("complete", True) else " — **cut short: the stages after the last row were not measured**"
+    out = [f"**B5 — {r['preset']} {b} × {r['seq_len']} on a GPU** ({r['device']}; {r['runs']} runs per path, CUDA-synchronized; "
+           f"TF32 {'on' if r.get('tf32_matmul') else 'off'}; {m['processor']}, {m['cpu_count']} CPUs; torch {v['torch']}, "
+           f"transformers {v['transformers']}, onnxruntime {v.get('onnxruntime', '—')}; {r['date'][:10]}; "
+           f"[script]({link}/b5_gpu.py), [JSON]({link}/results/{r['_file']})){done}.", "",
+           *head("| path | p50 ms | p99 ms | sequences/s at p50 | vs eager fp32 | max abs Δlogit vs eager fp32 |")]
+    eager = r["results"]["eager"]["p50_ms"]
+    for n, x in r["results"].items():
+        out.append(f"| {n} | {x['p50_ms']:.2f} | {x['p99_ms']:.2f} | {b * 1e3 / x['p50_ms']:,.0f} | "
+                   f"{eager / x['p50_ms']:.1f}× | {e(x['max_abs_logit_diff'])} |")
+    out += [f"| {n} | skipped: {why} | | | | |" for n, why in r.get("skipped", {}).items()]
+    if r.get("buckets"):
+        paths = list(next(iter(r["buckets"].values())))
+        full = {n: r["results"][n]["p50_ms"] for n in paths if n in r["results"]}
+        lengths = sorted(r["buckets"], key=int)
+        out += ["", f"Bucketed lengths at batch {b} (p50 ms; ratio to the same path at {r['seq_len']} in brackets):", "",
+                *head("| path | " + " | ".join(f"{b} × {n}" for n in lengths) + f" | {b} × {r['seq_len']} |")]
+        for n in paths:
+            cells = [f"{r['buckets'][k][n]['p50_ms']:.2f} ({full[n] / r['buckets'][k][n]['p50_ms']:.1f}×)"
+                     if n in full else f"{r['buckets'][k][n]['p50_ms']:.2f}" for k in lengths]
+            out.append(f"| {n} | " + " | ".join(cells) + f" | {full.get(n, float('nan')):.2f} |")
+        comp = next((n for n in paths if n.startswith("torch.compile") and n in full), None)
+        if comp:  # computed, so the sentence follows the JSON
+            times = [r["buckets"][k][comp]["p50_ms"] for k in lengths] + [full[comp]]
+            out += ["", f"`{comp}` at batch {b}: {min(times):.2f}–{max(times):.2f} ms from {lengths[0]} to "
+                    f"{r['seq_len']} tokens, so the shortest bucket runs {full[comp] / times[0]:.1f}× faster than the longest"
+                    + (" — at one sequence a call is bound by its fixed cost, and buckets buy the GPU little; they pay "
+                       "when a batch fills it." if full[comp] / times[0] < 2 else
+                       " — with a full batch the time follows the tokens, so routing to the smallest bucket pays.")]
     return out
 
 
