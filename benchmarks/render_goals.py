@@ -137,7 +137,9 @@ def _serve_scaling(results):
 
 def _fleet_efficiency(results):
     r = results["serve_fleet"]
-    yield {}, f"{r['per_replica_efficiency']:.0%} (1 thread per replica, proxy and load generator on the same cores)", (
+    where = ("direct ingress; the ingress and load generator on the same cores" if "ingress_modes" in r
+             else "proxy and load generator on the same cores")
+    yield {}, f"{r['per_replica_efficiency']:.0%} (1 thread per replica, {where})", (
         r["per_replica_efficiency"],)
 
 

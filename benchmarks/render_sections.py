@@ -704,16 +704,21 @@ def serve_fleet_section(r: dict, link: str) -> list[str]:
                                                               "load generator"))
         out.append(row(name, f"{v['throughput_rps']:.1f}", f"{v['latency']['p50_ms']:.1f}",
                        f"{v['latency']['p99_ms']:.1f}", v["errors"], v["http_5xx"], parts, f"{v['start_s']:.0f}"))
-    rs = r["ray_vs_single_process"]
-    out += ["", f"Per-replica efficiency at 2 replicas: **{r['per_replica_efficiency']:.0%}** (2-replica requests/s "
-            f"over twice the 1-replica figure). Ray with 1 replica against the single process at the same "
-            f"concurrency: {rs['throughput']:.2f}× the throughput, {rs['p50']:.2f}× the p50 (the proxy and ingress "
-            "hops, on the same 2 cores as the replica)."]
+    modes = r.get("ingress_modes") or {"proxy": {"per_replica_efficiency": r["per_replica_efficiency"],
+                                                  "vs_single_process": r["ray_vs_single_process"]}}
+    for mode, m in modes.items():
+        rs = m["vs_single_process"]
+        hops = "Ray's proxy, then the ingress" if mode == "proxy" else "the ingress replica serving HTTP itself"
+        out += ["", f"`--ray-ingress {mode}` ({hops}): per-replica efficiency at 2 replicas **"
+                f"{m['per_replica_efficiency']:.0%}** (2-replica requests/s over twice the 1-replica figure); 1 "
+                f"replica against the single process at the same concurrency: {rs['throughput']:.2f}× the throughput, "
+                f"{rs['p50']:.2f}× the p50."]
     ov = r.get("overload")
     if ov:
         at = ov["at_4x"]
         out += ["", f"Overload through Ray at 4× the admission limit ({4 * ov['admit']} clients, "
-                f"`--max-concurrent-requests {ov['admit']}`): {at['share_429']:.1%} answered 429, {at['http_5xx']} "
+                f"`--max-concurrent-requests {ov['admit']}`{', direct ingress' if 'ingress_modes' in r else ''}): "
+                f"{at['share_429']:.1%} answered 429, {at['http_5xx']} "
                 f"5xx, admitted p99 {at['admitted_latency']['p99_ms']:.0f} ms = {ov['admitted_p99_ratio']:.2f}× the "
                 "saturated run's."]
     k = r.get("kill")

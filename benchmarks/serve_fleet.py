@@ -1,7 +1,8 @@
 """Serving a fleet on Ray Serve (P14), side by side in one run on this machine, every server the real CLI:
 
   * the single process (`npuport serve --threads 1`) and Ray Serve with 1 and 2 model replicas of one thread each
-    (`--replicas N --replica-threads 1`), at the same closed-loop concurrency: requests/s, p50/p99, per-replica
+    (`--replicas N --replica-threads 1`), through Ray's HTTP proxy and with direct ingress (`--ray-ingress proxy`,
+    `--ray-ingress direct`, the default), at the same closed-loop concurrency: requests/s, p50/p99, per-replica
     efficiency (2-replica throughput / 2 x the 1-replica one), and the CPU each part took (Ray's proxy, the ingress,
     the model replicas, the load generator) from their processes' CPU times;
   * overload at 4x the admission limit through Ray: 429 share, 5xx, admitted p99 against the saturated p99;
@@ -38,6 +39,7 @@ from npuport.runtimes import ShapeSpec
 from npuport.ui import Progress
 
 HERE = Path(__file__).resolve().parent
+DEFAULT_2 = "ray direct, 2 replicas"  # the local cluster's default ingress
 ROLES = {"proxy": "ProxyActor", "ingress": "ServeReplica:npuport:ingress", "model": "ServeReplica:npuport:model",
          "controller": "ServeController"}
 
@@ -190,9 +192,11 @@ def main():
                         runtimes=("onnxruntime",), shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)),
                         capture_methods=("trace",), bench_runs=1), prog)
         common = ("--max-concurrent-requests", str(admit))
-        for name, extra in (("single process, 1 thread", ("--threads", "1")),
-                            ("ray, 1 replica", ("--replicas", "1", "--replica-threads", "1")),
-                            ("ray, 2 replicas", ("--replicas", "2", "--replica-threads", "1"))):
+        configs = [("single process, 1 thread", ("--threads", "1"))] + [
+            (f"ray {mode}, {n} replica{'s' if n > 1 else ''}",
+             ("--replicas", str(n), "--replica-threads", "1", "--ray-ingress", mode))
+            for mode in ("proxy", "direct") for n in (1, 2)]
+        for name, extra in configs:
             prog(f"{name}: starting")
             s = Server(art, *common, *extra)
             try:
@@ -200,7 +204,7 @@ def main():
                 run = measured(s, rows, c, args.duration)
                 run["start_s"] = round(s.start_s, 1)
                 out["runs"][name] = run
-                if name == "ray, 2 replicas":
+                if name == DEFAULT_2:  # overload and the kill on the default path
                     prog(f"overload: concurrency {4 * admit} against --max-concurrent-requests {admit}")
                     over = measured(s, rows, 4 * admit, args.duration)
                     out["overload"] = {"admit": admit, "saturated": run, "at_4x": over,
@@ -210,11 +214,17 @@ def main():
                     out["kill"] = kill_run(s, rows, c // 2, max(30.0, args.duration))
             finally:
                 out["runs"].setdefault(name, {})["stop_s"] = round(s.stop(), 1)
-    one, two = out["runs"]["ray, 1 replica"], out["runs"]["ray, 2 replicas"]
     single = out["runs"]["single process, 1 thread"]
-    out["per_replica_efficiency"] = two["throughput_rps"] / (2 * one["throughput_rps"])
-    out["ray_vs_single_process"] = {"throughput": one["throughput_rps"] / single["throughput_rps"],
-                                    "p50": one["latency"]["p50_ms"] / single["latency"]["p50_ms"]}
+    out["ingress_modes"] = {}
+    for mode in ("proxy", "direct"):
+        one, two = out["runs"][f"ray {mode}, 1 replica"], out["runs"][f"ray {mode}, 2 replicas"]
+        out["ingress_modes"][mode] = {
+            "per_replica_efficiency": two["throughput_rps"] / (2 * one["throughput_rps"]),
+            "vs_single_process": {"throughput": one["throughput_rps"] / single["throughput_rps"],
+                                  "p50": one["latency"]["p50_ms"] / single["latency"]["p50_ms"]}}
+    default = out["ingress_modes"]["direct"]  # what `npuport serve --replicas N` runs on a local cluster
+    out["per_replica_efficiency"] = default["per_replica_efficiency"]
+    out["ray_vs_single_process"] = default["vs_single_process"]
     write_result("serve_fleet", out)
     prog(f"per-replica efficiency {out['per_replica_efficiency']:.0%}; Ray 1 replica vs single process "
          f"{out['ray_vs_single_process']['throughput']:.2f}x throughput")

@@ -149,6 +149,9 @@ def test_ray_is_on_loopback_and_metrics_are_per_replica(fleet):
         except psutil.Error:
             continue
     assert not outside, outside
+    # direct ingress (the local cluster's default): the ingress replica itself listens on --port, not Ray's proxy
+    assert fleet.ready["ingress"] == "direct"
+    assert "ServeReplica:npuport:ingress" in _listener(fleet, fleet.port)
     for _ in range(10):
         httpx.post(fleet.url + "/v1/detect", json=ITEM, timeout=30)
     replicas, deadline = set(), time.time() + 30
@@ -208,9 +211,25 @@ def test_a_replica_killed_under_load_is_replaced_and_no_request_fails(fleet):
           f"kill: {len(held)}, answered after {max(held, default=0):.2f} s at most")
 
 
-def test_sigterm_ends_every_ray_process(artifacts):
-    f = Fleet(artifacts).wait()
-    pids = f.stop()
+def _listener(fleet: Fleet, port: int) -> str:
+    """The command line of the process in the fleet that listens on `port`."""
+    for p in fleet.tree():
+        try:
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port for c in p.net_connections(kind="inet")):
+                return " ".join(p.cmdline())
+        except psutil.Error:
+            continue
+    return ""
+
+
+def test_proxy_ingress_answers_and_sigterm_ends_every_ray_process(artifacts):
+    f = Fleet(artifacts, "--ray-ingress", "proxy").wait()
+    try:
+        assert f.ready["ingress"] == "proxy" and "ProxyActor" in _listener(f, f.port)
+        r = httpx.post(f.url + "/v1/detect", json=ITEM, timeout=30)
+        assert r.status_code == 200 and r.headers["x-npuport-replica"], r.text
+    finally:
+        pids = f.stop()
     assert f.proc.returncode == 0
     assert len(pids) > 5  # it did start a cluster: GCS, raylet, agents, controller, proxy, replicas
     assert not f.left, f.left  # nothing it started outlived it
@@ -245,6 +264,9 @@ def test_write_ray_config_round_trips_through_the_builder(artifacts, tmp_path, c
     (["--replicas", "2", "--threads", "2"], "--replica-threads"),
     (["--autoscale", "3:1"], "MIN:MAX"),
     (["--replicas", "64"], "need 64 CPUs"),
+    (["--ray-ingress", "proxy"], "add --replicas N"),
+    (["--replicas", "2", "--ray-address", "auto", "--ray-ingress", "direct"], "drop --ray-ingress"),
+    (["--replicas", "2", "--ray-ingress", "proxy", "--write-ray-config", "x.yaml"], "drop --ray-ingress"),
 ])
 def test_fleet_flags_are_checked_before_any_cluster_starts(artifacts, argv, needle, capsys):
     from npuport.cli import main
@@ -253,3 +275,19 @@ def test_fleet_flags_are_checked_before_any_cluster_starts(artifacts, argv, need
     assert main(["serve", str(artifacts), *argv]) == 2
     assert needle in capsys.readouterr().err
     assert time.time() - t0 < 30  # refused before Ray was started
+
+
+def test_a_taken_port_is_refused_before_any_cluster_starts(artifacts, capsys):
+    import socket
+
+    from npuport.cli import main
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        t0 = time.time()
+        assert main(["serve", str(artifacts), "--replicas", "1", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"--port {port}: cannot listen there" in err and "choose another --port" in err, err
+    assert time.time() - t0 < 30

@@ -51,6 +51,9 @@ def register(sub) -> None:
                    help="Ray resources each replica holds, e.g. '{\"RBLN\": 1}' for one Rebellions ATOM per replica")
     f.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster (e.g. 10.0.0.5:6379 or auto) "
                    "instead of starting a local one on 127.0.0.1")
+    f.add_argument("--ray-ingress", choices=("direct", "proxy"), help="how HTTP reaches the app: direct = the "
+                   "ingress replica listens on --port itself (Ray's throughput-optimized mode; default on the local "
+                   "cluster), proxy = Ray's HTTP proxy in front (one hop more; default with --ray-address)")
     f.add_argument("--write-ray-config", metavar="FILE", help="write the Serve config for `serve deploy` (multi-node "
                    "clusters, KubeRay) and exit without serving")
     g = sv.add_mutually_exclusive_group()
@@ -93,7 +96,8 @@ def run(args) -> int:
     if args.threads and (args.replicas or args.autoscale):
         raise ConfigError("--threads sets the one process's threads; a fleet's replicas take --replica-threads N")
     fleet_flags = [f for f, on in (("--replica-resources", args.replica_resources), ("--ray-address", args.ray_address),
-                                   ("--replica-threads", args.replica_threads != 1)) if on]
+                                   ("--replica-threads", args.replica_threads != 1),
+                                   ("--ray-ingress", args.ray_ingress)) if on]
     if args.replicas is None and args.autoscale is None:
         if fleet_flags or args.write_ray_config:
             raise ConfigError(f"{', '.join(fleet_flags) or '--write-ray-config'} shapes a Ray Serve fleet: add "
@@ -106,8 +110,11 @@ def run(args) -> int:
 
     fc = fleet.FleetConfig(replicas=args.replicas or 1, autoscale=args.autoscale,
                            replica_threads=args.replica_threads, replica_resources=args.replica_resources,
-                           ray_address=args.ray_address)
+                           ray_address=args.ray_address, ingress=args.ray_ingress)
     fleet.check_artifact(cfg)  # hashes, parity, tokenizer: before any cluster starts
+    if args.write_ray_config and args.ray_ingress:
+        raise ConfigError("--ray-ingress shapes the local cluster this command starts; a deployed config's ingress is "
+                          "the cluster's (RAY_SERVE_THROUGHPUT_OPTIMIZED=1 on every node for direct): drop --ray-ingress")
     if args.write_ray_config:
         print(f"wrote {fleet.write_config(cfg, fc, args.write_ray_config)}; deploy it with: serve deploy "
               f"{args.write_ray_config}")

@@ -7,7 +7,9 @@ Two deployments, composed the way Ray Serve composes models:
     model    (N replicas)     each hash-checks and loads the artifact once, warms every compiled shape and runs its
                               own micro-batcher; accelerator resources go here ({"RBLN": 1}: one NPU per replica)
 
-Ray routes each request's token rows to a model replica (`RayPool.infer`). When that replica's process dies while it
+HTTP reaches the ingress directly on a local cluster (`--ray-ingress direct`, Ray's throughput-optimized mode: the
+ingress replica listens on --port) or through Ray's HTTP proxy (`--ray-ingress proxy`, the default when joining a
+cluster). Ray routes each request's token rows to a model replica (`RayPool.infer`). When that replica's process dies while it
 holds a request, the request is answered 503 with Retry-After (never a hang, never a bare 500); Serve's controller
 starts a replacement and routes new requests to live replicas. A local cluster is bound to 127.0.0.1 and stopped
 with the command; `--ray-address` joins an existing cluster instead. `--write-ray-config` writes the same
@@ -35,6 +37,10 @@ from .metrics import ROWS, SECONDS, TOKENS, BatchSeries
 from .pool import ReplicaLost
 
 APP_NAME = "npuport"
+# How HTTP reaches the ingress replica. direct: Ray's throughput-optimized mode ("Enable High Throughput on Ray
+# Serve"), in which the ingress replica serves HTTP itself; measured here it removes the proxy hop's CPU (about a
+# quarter of a core at 2 replicas on 2 cores; benchmarks/serve_fleet.py). proxy: Ray's HTTP proxy in front, one hop more.
+INGRESS_MODES = ("direct", "proxy")
 INSTALL = 'pip install "npuport[ray]"'
 
 
@@ -57,8 +63,15 @@ class FleetConfig:
     replica_threads: int = 1  # the runtime's threads per replica, and the CPUs Ray reserves for it
     replica_resources: dict[str, float] = field(default_factory=dict)  # e.g. {"RBLN": 1}: one NPU per replica
     ray_address: str | None = None  # join this cluster; None: start a local one on 127.0.0.1, stopped on exit
+    ingress: str | None = None  # "direct" | "proxy" (INGRESS_MODES); None: direct on a local cluster, proxy when joining
 
     def __post_init__(self):
+        if self.ingress not in (None, *INGRESS_MODES):
+            raise ConfigError(f"--ray-ingress {self.ingress!r}: choose one of {', '.join(INGRESS_MODES)}")
+        if self.ingress == "direct" and self.ray_address:
+            raise ConfigError("--ray-ingress direct applies to the local cluster this command starts; a joined "
+                              "cluster's ingress is set where it was started (RAY_SERVE_THROUGHPUT_OPTIMIZED=1 before "
+                              "`ray start`): drop --ray-ingress, or use --ray-ingress proxy")
         if self.replicas < 1 or self.replica_threads < 1:
             raise ConfigError(f"--replicas {self.replicas} and --replica-threads {self.replica_threads} must be >= 1")
         if self.autoscale is not None:
@@ -68,6 +81,10 @@ class FleetConfig:
         for k, v in self.replica_resources.items():
             if not isinstance(k, str) or isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
                 raise ConfigError(f"--replica-resources {k!r}: {v!r}: give positive numbers, e.g. '{{\"RBLN\": 1}}'")
+
+    @property
+    def ingress_mode(self) -> str:
+        return self.ingress or ("proxy" if self.ray_address else "direct")
 
     @property
     def max_replicas(self) -> int:
@@ -220,7 +237,9 @@ def write_config(cfg: ServeConfig, fleet: FleetConfig, path: str) -> Path:
     serve_args = {k: v for k, v in asdict(cfg).items() if k not in ("host", "port")}
     serve_args["artifact_dir"] = str(Path(cfg.artifact_dir).resolve())
     serve_args["allowed_hosts"] = list(cfg.allowed_hosts)
-    fleet_args = {k: v for k, v in asdict(fleet).items() if k != "ray_address"}
+    # the cluster decides how HTTP reaches the ingress (its proxy, or direct ingress when it was started with
+    # RAY_SERVE_THROUGHPUT_OPTIMIZED=1): nothing of this command's own cluster goes into the file
+    fleet_args = {k: v for k, v in asdict(fleet).items() if k not in ("ray_address", "ingress")}
     fleet_args["autoscale"] = list(fleet.autoscale) if fleet.autoscale else None
     doc = {"proxy_location": "EveryNode", "http_options": {"host": cfg.host, "port": cfg.port},
            "applications": [{"name": APP_NAME, "route_prefix": "/", "import_path": "npuport.serve.fleet:build",
@@ -298,17 +317,23 @@ def run(cfg: ServeConfig, fleet: FleetConfig, *, ready=print, stop: threading.Ev
     import ray
 
     stop = stop or threading.Event()
+    direct = fleet.ingress_mode == "direct"
+    _check_port_free(cfg.host, cfg.port)
+    if direct:
+        _direct_ingress_env(cfg.port)
     started = start_cluster(fleet)
     # after ray.init, which installs its own SIGTERM handler (exit without taking the cluster down): ours drains
     # the application and stops the cluster it started
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)} \
         if threading.current_thread() is threading.main_thread() else {}
     try:
-        serve.start(http_options={"host": cfg.host, "port": cfg.port})
+        # direct: Ray still runs its proxy; it gets a spare loopback port and carries no traffic
+        serve.start(http_options={"host": cfg.host, "port": _free_port(cfg.host) if direct else cfg.port})
         serve.run(application(cfg, fleet), name=APP_NAME, route_prefix="/", blocking=False)
         gcs = ray.get_runtime_context().gcs_address
         ready(json.dumps({"url": f"http://{cfg.host}:{cfg.port}", "ray": gcs, "replicas": fleet.replicas,
-                          "autoscale": fleet.autoscale, "local_cluster": started}))
+                          "autoscale": fleet.autoscale, "local_cluster": started,
+                          "ingress": fleet.ingress_mode}))
         while not stop.wait(0.5):
             pass
     finally:
@@ -322,6 +347,37 @@ def run(cfg: ServeConfig, fleet: FleetConfig, *, ready=print, stop: threading.Ev
 
 
 SHUTDOWN_S = 30.0
+
+
+def _direct_ingress_env(port: int) -> None:
+    """Set before the local cluster starts, so its controller and replicas read it: Ray's throughput-optimized mode
+    (direct ingress, gRPC between deployments, buffered request logs), the ingress replica's port range pinned to
+    --port (Ray allocates direct-ingress ports from RAY_SERVE_DIRECT_INGRESS_{MIN,MAX}_HTTP_PORT, max exclusive), and
+    no drain wait on shutdown: that wait is for an external load balancer to deregister the replica, and here there
+    is none."""
+    os.environ.update({"RAY_SERVE_THROUGHPUT_OPTIMIZED": "1", "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": str(port),
+                       "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": str(port + 1),
+                       "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "0"})
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Refuse a taken --port before a cluster starts (else Ray fails the deployment after a minute of retries)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror}); stop what holds it "
+                              "or choose another --port") from None
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _bounded(fn, seconds: float) -> None:
