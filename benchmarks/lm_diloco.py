@@ -18,6 +18,8 @@ their traffic is what N workers would send: one fp32 gradient per step.
     stream      the warm N = 4, H = 50 run with 2 fragments (Streaming DiLoCo), and with bf16 / int8 outer gradients
     outer       the warm N = 4 runs at H = 10 and 50 with other outer optimizers: plain averaging (lr 1, no
                 momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9; and the inner peak lr at 5e-4, 2e-3
+    floor       one worker's share alone (batch 4, a quarter of the tokens), and DiLoCo N = 4 averaging every step
+                (H = 1, plain averaging: no drift, each worker's AdamW on its own 4 rows)
 
 `--groups outer --merge` adds groups to an existing results file instead of starting a new one; `--only KEY,...`
 (keys as in the JSON, e.g. outer/diloco-4-h50-lr2-m0) runs just those runs of the chosen groups.
@@ -34,7 +36,7 @@ from pathlib import Path
 from common import HERE, meta, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
-GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h")
+GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h", "floor")
 
 
 def plan(base: str) -> list[tuple[str, str, dict, dict]]:
@@ -65,6 +67,11 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
                          dict(workers=4, sync="diloco", inner_steps=h, outer_lr=lr, outer_momentum=mu)))
     for lr in (5e-4, 2e-3):  # the inner AdamW's peak lr (all-reduce keeps 1e-3)
         runs.append(("outer", f"diloco-4-h50-inner-lr{lr:g}", dict(warm, lr=lr), d4))
+    # what 4 workers buy over one of them alone, and the gap with no drift at all (parameters averaged every step):
+    # there the only difference from all-reduce is that each worker's AdamW normalizes its own 4-row gradient
+    runs.append(("floor", "one-worker-b4", dict(warm, batch=4), {}))
+    runs.append(("floor", "diloco-4-h1-lr1-m0", dict(warm),
+                 dict(workers=4, sync="diloco", inner_steps=1, outer_lr=1.0, outer_momentum=0.0)))
     return runs
 
 

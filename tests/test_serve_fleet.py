@@ -101,6 +101,7 @@ def fleet(artifacts):
         yield f.wait()
     finally:
         f.stop()
+    assert not f.left, f.left  # direct ingress too: SIGTERM ends every Ray process the command started
 
 
 def test_both_replicas_answer_and_protocols_hold_through_ray(fleet):
