@@ -20,6 +20,8 @@ their traffic is what N workers would send: one fp32 gradient per step.
                 momentum), Nesterov lr 0.5 / momentum 0.5, lr 1.0 / momentum 0.9; and the inner peak lr at 5e-4, 2e-3
     floor       one worker's share alone (batch 4, a quarter of the tokens), and DiLoCo N = 4 averaging every step
                 (H = 1, plain averaging: no drift, each worker's AdamW on its own 4 rows)
+    long        run length: all-reduce and DiLoCo N = 4, H = 50 for --long-steps (1600) steps from base instead of 400;
+                on a lent GPU: --backend eager-cuda --groups long --long-steps 2400 --name lm_diloco_gpu
 
 `--groups outer --merge` adds groups to an existing results file instead of starting a new one; `--only KEY,...`
 (keys as in the JSON, e.g. outer/diloco-4-h50-lr2-m0) runs just those runs of the chosen groups.
@@ -36,10 +38,10 @@ from pathlib import Path
 from common import HERE, meta, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
-GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h", "floor")
+GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h", "floor", "long")
 
 
-def plan(base: str) -> list[tuple[str, str, dict, dict]]:
+def plan(base: str, long_steps: int = 1600) -> list[tuple[str, str, dict, dict]]:
     """(group, name, LMTrainConfig overrides, DistConfig or None for one process)."""
     warm = dict(steps=400, init_from=base)
     runs = [("warm", "allreduce", dict(warm), {})]
@@ -72,6 +74,9 @@ def plan(base: str) -> list[tuple[str, str, dict, dict]]:
     runs.append(("floor", "one-worker-b4", dict(warm, batch=4), {}))
     runs.append(("floor", "diloco-4-h1-lr1-m0", dict(warm),
                  dict(workers=4, sync="diloco", inner_steps=1, outer_lr=1.0, outer_momentum=0.0)))
+    # run length: the same warm start, more steps (the schedule stretched with them)
+    runs.append(("long", f"allreduce-{long_steps}", dict(warm, steps=long_steps), {}))
+    runs.append(("long", f"diloco-4-h50-{long_steps}", dict(warm, steps=long_steps), d4))
     return runs
 
 
@@ -85,12 +90,26 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="multiply every step count (0.05: a smoke run)")
     ap.add_argument("--merge", action="store_true", help="add the runs to results/lm_diloco.json (its base is reused)")
     ap.add_argument("--only", help="comma-separated run keys (group/name) to run, of the chosen groups")
+    ap.add_argument("--long-steps", type=int, default=1600, help="steps of the `long` group's runs (default 1600)")
+    ap.add_argument("--name", default="lm_diloco", help="results/NAME.json (default lm_diloco; e.g. lm_diloco_gpu "
+                    "for a run with --backend eager-cuda on a lent GPU)")
+    ap.add_argument("--recompare", action="store_true", help="recompute every run's gap, reference and the plot "
+                    "from results/lm_diloco.json without training (after a change to how runs are compared)")
     a = ap.parse_args()
 
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    if a.recompare:
+        import json
+
+        doc = json.loads((HERE / "results" / f"{a.name}.json").read_text())
+        _compare(doc["runs"])
+        doc["plot"] = _plot(doc["runs"], plt, a.name)
+        write_result(a.name, doc)
+        return
 
     from npuport.train.distributed import DistConfig, launch
     from npuport.train.loop import LMTrainConfig, read_metrics, train
@@ -130,10 +149,10 @@ def main():
                 "val_curve": [(x["step"], x["val_loss"]) for x in ms if "val_loss" in x]}
 
     if a.only:
-        unknown = set(a.only.split(",")) - {f"{g}/{n}" for g, n, _, _ in plan("") if g in groups}
+        unknown = set(a.only.split(",")) - {f"{g}/{n}" for g, n, _, _ in plan("", a.long_steps) if g in groups}
         if unknown:
             raise SystemExit(f"--only: no such run in --groups {a.groups}: {', '.join(sorted(unknown))}")
-    results = HERE / "results" / "lm_diloco.json"
+    results = HERE / "results" / f"{a.name}.json"
     if a.merge and results.is_file():
         import json
 
@@ -143,7 +162,7 @@ def main():
         raise SystemExit("--merge: this machine's base run differs from the stored one; rerun every group instead")
     out["runs"]["base"] = {**base, "group": "base"}
     print(f"base: val {base['val_loss']:.4f}", flush=True)
-    for group, name, over, dist in plan(str(root / "base")):
+    for group, name, over, dist in plan(str(root / "base"), a.long_steps):
         if group not in groups:
             continue
         key = f"{group}/{name}"
@@ -153,15 +172,19 @@ def main():
         out["runs"][key] = {**r, "group": group}
         print(f"{key}: val {r['val_loss']:.4f} · {r['bytes_sent_per_worker'] / 1e6:,.1f} MB/worker · {r['wall_s']:.0f} s",
               flush=True)
+        _compare(out["runs"])  # written after every run: one cut short keeps what it measured
+        write_result(a.name, out)
     _compare(out["runs"])
-    out["plot"] = _plot(out["runs"], plt)
-    write_result("lm_diloco", out)
+    out["plot"] = _plot(out["runs"], plt, a.name)
+    write_result(a.name, out)
 
 
 def _reference(runs: dict, key: str) -> str | None:
     group, name = key.split("/")
     if group == "perworker":
         return f"perworker/allreduce-b{name.rsplit('-b', 1)[1]}" if name.startswith("diloco") else None
+    if group == "long":
+        return f"long/allreduce-{name.rsplit('-', 1)[1]}" if name.startswith("diloco") else None
     ref = "scratch/allreduce" if group.startswith("scratch") else "warm/allreduce"
     return ref if name.startswith("diloco") and ref in runs else None
 
@@ -179,7 +202,7 @@ def _compare(runs: dict) -> None:
             r["traffic_reduction"] = round(a["bytes_sent_per_worker"] / max(1, r["bytes_sent_per_worker"]), 1)
 
 
-def _plot(runs: dict, plt) -> str:
+def _plot(runs: dict, plt, name: str = "lm_diloco") -> str:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     for ax, group, title in ((axes[0], "warm", "warm start, global batch 16"),
                              (axes[1], "perworker", "warm start, batch 16 per worker")):
@@ -195,8 +218,8 @@ def _plot(runs: dict, plt) -> str:
         ax.legend(fontsize=7)
     fig.tight_layout()
     (HERE / "results").mkdir(exist_ok=True)
-    fig.savefig(HERE / "results" / "lm_diloco.png", dpi=100)
-    return "results/lm_diloco.png"
+    fig.savefig(HERE / "results" / f"{name}.png", dpi=100)
+    return f"results/{name}.png"
 
 
 if __name__ == "__main__":

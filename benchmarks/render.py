@@ -52,6 +52,7 @@ SECTIONS = [
     Section("b5_gpu_b32", s.b5_section, True),
     Section("lm_distributed", s.lm_distributed_section, True),
     Section("lm_diloco", s.lm_diloco_section, True),
+    Section("lm_diloco_gpu", s.lm_diloco_gpu_section, True),
     Section("lm_ft", s.lm_ft_section, True),
     Section("iree_flags", s.iree_flags_section, False),
     Section("npu_port", s.npu_port_section, True),

@@ -795,7 +795,31 @@ def _diloco_findings(runs: dict) -> list[str]:
             out.append(f"- **Tuning** (N = 4, warm; {len(outer)} outer-optimizer and inner-lr settings): best "
                        + "; ".join(parts) + ".")
     out += _diloco_scaled(runs, gap) + _diloco_floor(runs, gap)
+    longer = sorted((int(k.rsplit("-", 1)[1]), v["val_gap_pct"]) for k, v in runs.items()
+                    if k.startswith("long/diloco-4-h50-") and "val_gap_pct" in v)
+    if longer and g16 is not None:
+        out.append("- **Run length.** N = 4, H = 50, warm, the schedule stretched with the run: "
+                   + " / ".join(f"{v:+.1f} % at {n} steps" for n, v in [(400, g16), *longer])
+                   + " (each against all-reduce over the same tokens). A longer run gives DiLoCo more outer steps, "
+                   "and the gap narrows.")
     return out + _diloco_stream(runs)
+
+
+def lm_diloco_gpu_section(r: dict, link: str) -> list[str]:
+    """P15's run-length question taken further on a lent GPU (eager PyTorch on CUDA: the same recipe, faster)."""
+    m, v = r["machine"], r["versions"]
+    out = [f"**DiLoCo run length on a lent GPU (P15)** — preset `{r['preset']}`, `{r['backend']}` (fp32, TF32 off), the "
+           f"warm start of the table above (its base reached the same val loss, {r['runs']['base']['val_loss']:.4f}), "
+           f"N = 4, H = 50 ({m['processor']}, {m['cpu_count']} CPUs; torch {v['torch']}; {r['date'][:10]}; "
+           f"[script]({link}/lm_diloco.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| run | steps | tokens | val loss | vs all-reduce, same tokens | MB sent per worker | wall s |")]
+    for k, x in r["runs"].items():
+        if k == "base":
+            continue
+        gap = f"{x['val_gap_pct']:+.1f} %" if "val_gap_pct" in x else "—"
+        out.append(row(k.split("/")[1], x["config"]["steps"], f"{x['tokens']:,}", f"{x['val_loss']:.4f}", gap,
+                       f"{x['bytes_sent_per_worker'] / 1e6:,.1f}", f"{x['wall_s']:.0f}"))
+    return out
 
 
 def _diloco_floor(runs: dict, gap) -> list[str]:
