@@ -10,7 +10,8 @@ held-out template family (never the calibration rows):
   Executes in Qualcomm's x86 HTP simulator (bit-accurate; its milliseconds are simulation time, not the chip's).
 - ethos-u (U55-128, one bucket 1 x 64: each Ethos-U compile of the demo detector takes minutes): int8 with every
   activation at 8 bits (`--int16 none`), int8 with the LayerNorm group at a16w8 (`--int16 layernorm`, ExecuTorch's
-  per-module config), and int16 (a16w8 everywhere). Executes in the TOSA reference model on the .tosa handed to
+  per-module config), int16 (a16w8 everywhere), and `--keep-fp32 auto` from all-8-bit (groups moved to float on the
+  host in the reference model's sensitivity order). Executes in the TOSA reference model on the .tosa handed to
   Vela (Vela's cycle estimate beside).
 
     python benchmarks/npu_mixed.py [--init me5-small] [--eval-rows 60] [--recipes qnn-fp16,qnn-int8-none,...]
@@ -38,6 +39,9 @@ RECIPES = {
     "ethos-u-int8-none": ("ethos-u", "int8", ["--int16", "none", *ETHOS_U_SHAPE]),
     "ethos-u-int8-layernorm": ("ethos-u", "int8", ["--int16", "layernorm", *ETHOS_U_SHAPE]),
     "ethos-u-int16": ("ethos-u", "int16", ETHOS_U_SHAPE),
+    # from all-8-bit, groups move to float on the host in the reference model's own sensitivity order
+    "ethos-u-int8-auto": ("ethos-u", "int8", ["--int16", "none", "--keep-fp32", "auto", "--min-agreement", "1",
+                                              *ETHOS_U_SHAPE]),
 }
 
 
