@@ -318,7 +318,8 @@ def run(cfg: ServeConfig, fleet: FleetConfig, *, ready=print, stop: threading.Ev
 
     stop = stop or threading.Event()
     direct = fleet.ingress_mode == "direct"
-    _check_port_free(cfg.host, cfg.port)
+    if not fleet.ray_address:  # a joined cluster's own proxy may hold --port on this node: Serve reuses it
+        _check_port_free(cfg.host, cfg.port)
     if direct:
         _direct_ingress_env(cfg.port)
     started = start_cluster(fleet)
