@@ -712,7 +712,11 @@ def serve_fleet_section(r: dict, link: str) -> list[str]:
         out += ["", f"`--ray-ingress {mode}` ({hops}): per-replica efficiency at 2 replicas **"
                 f"{m['per_replica_efficiency']:.0%}** (2-replica requests/s over twice the 1-replica figure); 1 "
                 f"replica against the single process at the same concurrency: {rs['throughput']:.2f}× the throughput, "
-                f"{rs['p50']:.2f}× the p50."]
+                f"{rs['p50']:.2f}× the p50."
+                + (f" The ceiling on this machine: the 1-replica run spent {r['runs'][f'ray {mode}, 1 replica']['cpu_ms_per_request']:.1f} CPU ms "
+                   f"per request (every process, the load generator included), so {r['machine']['cpu_count']} cores "
+                   f"give at most {m['efficiency_ceiling_at_1_replica_cpu']:.0%}."
+                   if "efficiency_ceiling_at_1_replica_cpu" in m else "")]
     ov = r.get("overload")
     if ov:
         at = ov["at_4x"]

@@ -4,7 +4,8 @@
     (`--replicas N --replica-threads 1`), through Ray's HTTP proxy and with direct ingress (`--ray-ingress proxy`,
     `--ray-ingress direct`, the default), at the same closed-loop concurrency: requests/s, p50/p99, per-replica
     efficiency (2-replica throughput / 2 x the 1-replica one), and the CPU each part took (Ray's proxy, the ingress,
-    the model replicas, the load generator) from their processes' CPU times;
+    the model replicas, the load generator) from their processes' CPU times, with the ceiling that CPU sets: the
+    machine's cores over the 1-replica run's CPU per request;
   * overload at 4x the admission limit through Ray: 429 share, 5xx, admitted p99 against the saturated p99;
   * one model replica SIGKILLed under load: what every request got, and how long until a replacement served.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -59,19 +61,29 @@ class Server:
         self.t0 = time.perf_counter()
         self.proc = subprocess.Popen([sys.executable, "-m", "npuport.cli", "-q", "serve", art, "--port", str(self.port),
                                       "--max-batch", "8", "--max-wait-ms", "5", *extra],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+        # a fleet prints its ready line once Serve reports the application RUNNING (every model replica loaded and
+        # warmed); /healthz answers once the first can serve. Measure only when both hold.
+        fleet, printed = "--replicas" in extra, threading.Event()
+        threading.Thread(target=self._read_stdout, args=(printed,), daemon=True).start()
         for _ in range(1200):
             if self.proc.poll() is not None:
                 raise RuntimeError(f"npuport serve {' '.join(extra)} exited with {self.proc.returncode}")
             try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200 and (printed.is_set() or not fleet):
                     break
             except httpx.HTTPError:
                 pass
             time.sleep(0.5)
         else:
-            raise RuntimeError("the server did not become healthy within 10 minutes")
+            raise RuntimeError("the server did not become ready within 10 minutes")
         self.start_s = time.perf_counter() - self.t0
+
+    def _read_stdout(self, printed: threading.Event) -> None:
+        for line in self.proc.stdout:
+            if line.startswith("{") and '"url"' in line:
+                printed.set()
 
     def processes(self) -> dict[str, list[psutil.Process]]:
         root = psutil.Process(self.proc.pid)
@@ -109,8 +121,11 @@ def _cpu(procs: dict[str, list[psutil.Process]]) -> dict[str, float]:
     return out
 
 
-def measured(server: Server, rows: list[dict], concurrency: int, duration: float) -> dict:
-    """One closed-loop run, with the CPU seconds each part of the service (and the load generator) took in it."""
+def measured(server: Server, rows: list[dict], concurrency: int, duration: float, warmup: float = 3.0) -> dict:
+    """One closed-loop run after `warmup` seconds of the same load (not measured: first-request costs, the
+    runtimes' allocators), with the CPU seconds each part of the service (and the load generator) took in it."""
+    if warmup:
+        load(server.url + "/v1/detect", rows, concurrency, warmup, server.proc.pid)
     procs = server.processes()
     me = psutil.Process()
     c0, g0 = _cpu(procs), sum(me.cpu_times()[:2])
@@ -120,6 +135,9 @@ def measured(server: Server, rows: list[dict], concurrency: int, duration: float
     c1, g1 = _cpu(procs), sum(me.cpu_times()[:2])
     res["cpu_cores_used"] = {role: round((c1[role] - c0[role]) / wall, 3) for role in c0}
     res["cpu_cores_used"]["load generator"] = round((g1 - g0) / wall, 3)
+    # every core-second the machine spent per answered request, the load generator included: what bounds the
+    # requests/s any number of replicas can reach on this machine's cores
+    res["cpu_ms_per_request"] = round(1e3 * sum(res["cpu_cores_used"].values()) / res["throughput_rps"], 2)
     res.pop("rss_mb", None)
     return res
 
@@ -218,8 +236,12 @@ def main():
     out["ingress_modes"] = {}
     for mode in ("proxy", "direct"):
         one, two = out["runs"][f"ray {mode}, 1 replica"], out["runs"][f"ray {mode}, 2 replicas"]
+        # the most 2 replicas could give on this machine at the 1-replica run's CPU per request (every process on
+        # the same cores): cores / that cost, over twice the 1-replica figure
+        ceiling = (os.cpu_count() or 1) * 1e3 / one["cpu_ms_per_request"] / (2 * one["throughput_rps"])
         out["ingress_modes"][mode] = {
             "per_replica_efficiency": two["throughput_rps"] / (2 * one["throughput_rps"]),
+            "efficiency_ceiling_at_1_replica_cpu": ceiling,
             "vs_single_process": {"throughput": one["throughput_rps"] / single["throughput_rps"],
                                   "p50": one["latency"]["p50_ms"] / single["latency"]["p50_ms"]}}
     default = out["ingress_modes"]["direct"]  # what `npuport serve --replicas N` runs on a local cluster

@@ -234,3 +234,41 @@ def test_a_lost_replica_is_503_with_retry_after(artifacts):
     finally:
         server.should_exit = True
         th.join(30)
+
+
+def test_not_ready_until_the_pool_has_a_model(artifacts):
+    """Readiness follows the pool, not the HTTP listener: on Ray the ingress listens before any model replica has
+    loaded (fleet.RayPool is ready once one answers). Until then every probe and route answers 503 "loading"; the
+    liveness probe stays 200. A real pool and server; the pool's model arrives when the test says so."""
+    from npuport.serve.app import create_app
+    from npuport.serve.pool import LocalPool
+
+    class Late(LocalPool):
+        async def start(self):
+            await super().start()
+            self.ready = False  # loaded, but not announced yet
+
+    cfg = ServeConfig(artifact_dir=str(artifacts), port=_free_port())
+    pool = Late(cfg, CollectorRegistry())
+    server = uvicorn.Server(uvicorn.Config(create_app(cfg, pool=pool), host="127.0.0.1", port=cfg.port,
+                                           log_level="warning"))
+    th = threading.Thread(target=server.run, daemon=True)
+    th.start()
+    try:
+        url = f"http://127.0.0.1:{cfg.port}"
+        for _ in range(300):
+            if server.started:
+                break
+            time.sleep(0.1)
+        assert httpx.get(url + "/v2/health/live", timeout=5).status_code == 200
+        for path in ("/healthz", "/v2/health/ready", "/v1/model"):
+            r = httpx.get(url + path, timeout=5)
+            assert r.status_code == 503 and r.json()["error"] == "loading", (path, r.text)
+        assert httpx.post(url + "/v1/detect", json=ITEM, timeout=30).status_code == 503
+        pool.ready = True
+        assert httpx.get(url + "/healthz", timeout=5).status_code == 200
+        assert httpx.get(url + "/v2/health/ready", timeout=5).json() == {"ready": True}
+        assert httpx.post(url + "/v1/detect", json=ITEM, timeout=30).status_code == 200
+    finally:
+        server.should_exit = True
+        th.join(30)

@@ -107,9 +107,9 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
     @asynccontextmanager
     async def lifespan(app):
         await pool.start()
-        svc.ready = True
+        svc.started = True
         yield
-        svc.ready = False
+        svc.started = False
         await pool.stop()
 
     errors = {code: {"model": ErrorBody} for code in (400, 401)}

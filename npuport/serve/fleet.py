@@ -146,11 +146,27 @@ class RayPool:
         self.front = Front(cfg.artifact_dir, cfg.runtime, cfg.threshold, cfg.truncate, cfg.reject_long,
                            allow_unverified=cfg.allow_unverified, require_signature=cfg.require_signature)
         self.tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-tokenize")
+        self.ready = False
+        self._probe: asyncio.Task | None = None
 
     async def start(self) -> None:
-        pass
+        # Serve starts the ingress and the model replicas side by side, and the ingress (no model to load) listens
+        # first: measured on 2 cores, /healthz said 200 while both model replicas were still warming their shapes.
+        # Ready once a model replica answers (Serve routes the probe to the first one that is running).
+        self._probe = asyncio.get_running_loop().create_task(self._wait_for_model())
+
+    async def _wait_for_model(self) -> None:
+        while True:
+            try:
+                await self.handle.identity.remote()
+                self.ready = True
+                return
+            except Exception:  # noqa: BLE001 - a replica that died while starting: Serve starts another; ask again
+                await asyncio.sleep(0.5)
 
     async def stop(self) -> None:
+        if self._probe:
+            self._probe.cancel()
         self.tokenizer_pool.shutdown(wait=False)
 
     async def tokenize(self, items: list) -> list[Encoded]:

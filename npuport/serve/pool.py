@@ -22,6 +22,7 @@ class ReplicaLost(Exception):
 
 class Pool(Protocol):
     front: Front  # manifest, tokenizer, threshold: what shaping the answers needs
+    ready: bool  # a model that computes is there (the app answers 503 "loading" until then)
 
     async def start(self) -> None: ...
 
@@ -44,6 +45,7 @@ class LocalPool:
         self.engine = engine
         self.replica = f"local-{os.getpid()}"
         self.batcher: Batcher | None = None
+        self.ready = False
 
     async def start(self) -> None:
         cfg = self.cfg
@@ -56,6 +58,7 @@ class LocalPool:
         self.batcher = Batcher(self.engine, cfg.max_batch, cfg.max_wait_ms, BatchMetrics(self.registry),
                                max_tokens=cfg.max_batch_tokens)
         self.batcher.start()
+        self.ready = True
 
     async def stop(self) -> None:
         if self.batcher:

@@ -27,7 +27,13 @@ RETRY_AFTER_S = 1
 class Service:
     def __init__(self, cfg, pool: Pool, metrics: RequestMetrics, name: str):
         self.cfg, self.pool, self.metrics, self.name = cfg, pool, metrics, name
-        self.ready = False
+        self.started = False  # the app's lifespan has begun (and not ended)
+
+    @property
+    def ready(self) -> bool:
+        """Ready to answer: started, and the pool has a model that computes (on Ray: a model replica answered;
+        the ingress is up long before its replicas finish loading and warming their shapes)."""
+        return self.started and self.pool.ready
 
     @property
     def front(self) -> Front:
