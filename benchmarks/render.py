@@ -57,6 +57,7 @@ SECTIONS = [
     Section("iree_flags", s.iree_flags_section, False),
     Section("npu_port", s.npu_port_section, True),
     Section("npu_mixed", s.npu_mixed_section, True),
+    Section("ethosu_fakequant", s.ethosu_fakequant_section, True),
     Section("npu_qat", s.npu_qat_section, True),
     Section("npu_qat_labels", s.npu_qat_section, False),
     Section("ethosu_profile", s.ethosu_profile_section, False),

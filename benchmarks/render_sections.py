@@ -145,10 +145,13 @@ def demo_init_section(r: dict, link: str) -> list[str]:
            "data; F1 at the threshold each build chose on its own validation split. *test*: personas never seen in "
            "training; *held-out family*: the same personas written only with templates no training row used; *check*: "
            f"{r['check_rows']} rows written by hand ([{r['check_set']}]({link}/{r['check_set'].removeprefix('benchmarks/')})), "
-           f"other characters and phrasing, never used for training or thresholds. {machine_line(r)}.", "",
+           f"other characters and phrasing, never used for training or thresholds"
+           + (f"; *Korean check 2*: a second hand-written Korean set ([{r['check_ko2_set']}]"
+              f"({link}/{r['check_ko2_set'].removeprefix('benchmarks/')})), written later with other characters"
+              if r.get("check_ko2_set") else "") + f". {machine_line(r)}.", "",
            *head("| init | parameters | build s | build peak RSS MB | model MB | F1 test | F1 held-out family | "
            "F1 check (P / R) | check rows | check ROC-AUC | check F1 en / ja / ko | check precision ko | "
-           "[UNK] share ja / ko (check) | measured |")]
+           "F1 Korean check 2 (P / R) | [UNK] share ja / ko (check) | measured |")]
     for init, v in res.items():
         c = v["check"]
         langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
@@ -158,15 +161,22 @@ def demo_init_section(r: dict, link: str) -> list[str]:
                    f"| {f'{disk:.0f}' if disk else '—'} | {v['test']['all']['f1']:.3f} | "
                    f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
                    f"{c['all']['recall']:.2f}) | {c['all']['n']} | {c['all']['roc_auc']:.3f} | {langs} | "
-                   f"{c.get('ko', {}).get('precision', 0):.2f} | {unk} | {v.get('date', '')[:10] or 'earlier'} |")
+                   f"{c.get('ko', {}).get('precision', 0):.2f} | {_ko2(v)} | {unk} | "
+                   f"{v.get('date', '')[:10] or 'earlier'} |")
     for init, v in res.items():
         for seed, o in (v.get("other_seeds") or {}).items():
             c = o["check"]
             out.append(f"\n*{init}, seed {seed}* (another seed's data and training, same recipe): F1 test "
                        f"{o['test']['all']:.3f}, held-out family {o['test_family']['all']:.3f}, check {c['all']:.3f} "
                        f"(en / ja / ko {' / '.join(f'{c[k]:.2f}' for k in ('en', 'ja', 'ko') if k in c)}), "
-                       f"threshold {o['threshold']:.2f} (seed {v.get('seed', 0)}: {v['threshold']:.2f}).")
+                       + (f"Korean check 2 {o['check_ko2']['all']:.3f}, " if "check_ko2" in o else "")
+                       + f"threshold {o['threshold']:.2f} (seed {v.get('seed', 0)}: {v['threshold']:.2f}).")
     return out
+
+
+def _ko2(v: dict) -> str:
+    k = v.get("check_ko2", {}).get("all")
+    return f"{k['f1']:.3f} ({k['precision']:.2f} / {k['recall']:.2f})" if k else "—"
 
 
 def pretrained_section(r: dict, link: str) -> list[str]:
@@ -394,6 +404,28 @@ def npu_port_section(r: dict, link: str) -> list[str]:
             out.append(f"| mmBERT-small {name} (probes) | {v['executes']} | {p['max_abs_logit_diff']:.1e} | "
                        f"{p['decision_agreement']:.1%} | {'yes' if v['whole_graph_on_npu'] else 'no'} | "
                        f"{'PASS' if v['pass'] else 'FAIL'} | {per} |")
+    return out
+
+
+def ethosu_fakequant_section(r: dict, link: str) -> list[str]:
+    """P13: the same Ethos-U recipes as fake-quantised PyTorch beside the TOSA reference model (npu_mixed.json)."""
+    mixed = (load("npu_mixed") or {}).get("recipes", {})
+    ref_of = {"int8": "ethos-u-int8-none", "int16": "ethos-u-int16"}
+    out = [f"**Ethos-U: quantisation or lowering? (P13)** — the demo detector (init {r.get('demo_init')}, demo data "
+           f"v{r.get('demo_version')}), {r['device']} recipes at {r['shape'][0]} × {r['shape'][1]}, "
+           f"{r['eval_rows']} rows: the PT2E graph npuport's compile builds, run as fake-quantised PyTorch against the "
+           "float detector, beside the TOSA reference model running the compiled partitions of the same recipe "
+           f"(`npu_mixed.py`) ([script]({link}/ethosu_fakequant.py), [JSON]({link}/results/{r['_file']})). "
+           f"{machine_line(r)}.", "",
+           *head("| precision | fake-quantised graph: decisions | max abs Δlogit | TOSA reference model: decisions | "
+                 "max abs Δlogit | widest activation range |")]
+    for prec, v in r["precisions"].items():
+        m = mixed.get(ref_of.get(prec, ""), {})
+        ref = (f"{m['decision_agreement']:.1%} of {m['n']} | {m['max_abs_logit_diff']:.2f}"
+               if "decision_agreement" in m else "— | —")
+        lo, hi = v["widest_activation_ranges"][0]
+        out.append(row(prec, f"{v['decision_agreement']:.1%}", f"{v['max_abs_logit_diff']:.2f}", ref,
+                       f"[{lo:.3g}, {hi:.3g}]"))
     return out
 
 
