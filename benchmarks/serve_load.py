@@ -163,7 +163,9 @@ def main():
             server.wait(timeout=60)
         shutil.rmtree(tmp, ignore_errors=True)
     batch_lines = [ln for ln in metrics.splitlines() if ln.startswith("npuport_batch_rows_sum") or ln.startswith("npuport_batch_rows_count")]
-    write_result("serve_load", {**meta("serve_load.py"), "model": "demo detector, onnxruntime fp32, buckets 32/64/128, batch 1/4/8",
+    init = json.loads((root / "build.json").read_text()).get("init", "?")  # the demo's default init, which changes
+    write_result("serve_load", {**meta("serve_load.py"), "model": f"demo detector ({init} init), onnxruntime fp32, "
+                                "buckets 32/64/128, batch 1/4/8",
                                 "server": "npuport serve --max-batch 8 --max-wait-ms 5", "raw_session_latency": summarize(raw),
                                 "results": results, "server_batch_metrics": batch_lines,
                                 "overload": {"admit": args.admit, "runs": overload,
