@@ -14,6 +14,7 @@ from typing import Callable, NamedTuple
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # render_sections / render_goals beside this file, however it is loaded
 
+import render_npu as npu  # noqa: E402
 import render_sections as s  # noqa: E402
 from render_goals import goals, p11_goals  # noqa: E402
 
@@ -58,6 +59,7 @@ SECTIONS = [
     Section("npu_port", s.npu_port_section, True),
     Section("npu_mixed", s.npu_mixed_section, True),
     Section("ethosu_fakequant", s.ethosu_fakequant_section, True),
+    Section("ethosu_localise_int16_plain", npu.ethosu_localise_section, True),
     Section("npu_qat", s.npu_qat_section, True),
     Section("npu_qat_labels", s.npu_qat_section, False),
     Section("ethosu_profile", s.ethosu_profile_section, False),

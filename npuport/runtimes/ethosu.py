@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ConfigError
 from .base import Runtime, ShapeSession
-from .ethosu_quant import compile_spec, module_groups, quantize, quiet
+from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet
 from .registry import register_runtime
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI's parser imports this module
@@ -245,12 +245,15 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     # The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
     # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
     run = _load_program(out, f"ethosu_{b}x{t}_host")
-    fq, fl, qf = [], [], []
+    fq, fl, qf, form = [], [], [], []
+    integer = integer_form(captured.static)
     with torch.no_grad():
         for i, (ids, mask) in enumerate(captured.probes((b, t), n=3)):
             got = run(ids, mask)[0].float()
             fq.append(float((qm(ids, mask).float() - got).abs().max()))
-            fl.append(float((captured.reference(ids, mask) - got).abs().max()))
+            ref = captured.reference(ids, mask)
+            fl.append(float((ref - got).abs().max()))
+            form.append(float((ref - integer(ids, mask).float()).abs().max()))
             if qat_fq is not None:
                 qf.append(float((qat_fq[i] - got).abs().max()))
     vela = [d["vela"] for d in delegates]
@@ -259,6 +262,8 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
         "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
         "host_ops": dict(sorted(host_ops.items())),
         "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq),
+                  # the float model in the form that was quantised (LayerNorm scaled, ethosu_quant.integer_form)
+                  "integer_form_vs_float_max_abs": max(form),
                   # the trained QAT graph (fake-quant modules, frozen) against the integer graph on the reference model
                   **({"qat_forward_vs_reference_max_abs": max(qf)} if qf else {})},
     }
@@ -371,6 +376,8 @@ class EthosURuntime(Runtime):
         return {"format": "executorch-pte", "target": spec.device, "quantization": f"PT2E static {spec.precision}"
                 f"{mixed}, symmetric, per-channel weights" + (", ranges from quantization-aware training" if qat else ""),
                 "calibration": qat["describe"] if qat else spec.calibration_source,
+                "layernorm_form": "scaled: deviations divided by their mean |d| before the variance (exact in float; "
+                                  "keeps rsqrt's table input in [1, C])",
                 # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
                 "calibration_method": "QAT (activations: HistogramObserver ranges calibrated before training and "
                                       "held; weights: per-channel min-max of the trained weights)" if qat else

@@ -6,6 +6,7 @@ quieting of Vela's and ExecuTorch's output.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from typing import TYPE_CHECKING
@@ -34,6 +35,55 @@ def quiet():
     finally:
         sys.stdout = saved
         logging.getLogger("executorch").setLevel(level)
+
+
+@functools.cache
+def scaled_layernorm() -> type:
+    """The ScaledLayerNorm class (built on first use: torch is imported lazily here)."""
+    import torch
+
+    class ScaledLayerNorm(torch.nn.Module):  # named *LayerNorm: module_groups puts it in the "layernorm" group
+        """LayerNorm in a form whose rsqrt an integer NPU's lookup table evaluates well. Exact in real arithmetic.
+
+        ExecuTorch lowers LayerNorm to mean, variance and rsqrt, and an int16 rsqrt to a 513-point table, linearly
+        interpolated, over the variance's whole calibrated range. A BERT residual stream has outlier channels, so
+        that range is wide ([149, 1.2e5] on the me5-small detector) and ordinary tokens' variances fall in the first
+        segments, where rsqrt is steepest: `benchmarks/ethosu_localise.py` traced the decisions the U55 lost at int16
+        to the partitions holding those LayerNorms. LayerNorm is unchanged by any positive per-token scale r applied
+        to the deviations d first: with u = d * r, d / sqrt(mean(d^2) + eps) = u / sqrt(mean(u^2) + eps * r^2). With
+        r = 1 / mean|d|, mean(u^2) lies in [1, C] (about 1.6 for a Gaussian row), where the table is accurate; r is
+        itself a reciprocal table, and its error only rescales u, which cancels."""
+
+        def __init__(self, ln: torch.nn.LayerNorm):
+            super().__init__()
+            self.weight, self.bias, self.eps = ln.weight, ln.bias, ln.eps
+
+        def forward(self, x):  # (B, T, C)
+            d = x - x.mean(-1, keepdim=True)
+            r = torch.reciprocal(d.abs().mean(-1, keepdim=True) + 1e-6)  # (B, T, 1); any r > 0 is exact
+            u = d * r
+            y = u * torch.rsqrt((u * u).mean(-1, keepdim=True) + self.eps * r * r)
+            if self.weight is not None:
+                y = y * self.weight
+            return y + self.bias if self.bias is not None else y
+
+    return ScaledLayerNorm
+
+
+def integer_form(module: torch.nn.Module) -> torch.nn.Module:
+    """`module` with every last-axis LayerNorm in its ScaledLayerNorm form; parameters shared, the original untouched
+    (other runtimes of the same port use it). The float proof of the swap is `integer_form_max_abs` in the manifest."""
+    import copy
+
+    import torch
+
+    memo = {id(t): t for t in [*module.parameters(), *module.buffers()]}  # copy the module tree, not the weights
+    m = copy.deepcopy(module, memo)
+    for sub in list(m.modules()):
+        for name, child in list(sub.named_children()):
+            if isinstance(child, torch.nn.LayerNorm) and len(child.normalized_shape) == 1:
+                setattr(sub, name, scaled_layernorm()(child))
+    return m
 
 
 _ATTENTION = re.compile(r"\.(attention|attn|self_attn)$")
@@ -72,8 +122,9 @@ def module_groups(module: torch.nn.Module) -> dict[str, list[tuple[str, object]]
 
 
 def quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),
-              lowered: tuple[str, ...] = (), host: tuple[str, ...] = (), keep_observers: bool = False):
-    """PT2E: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
+              lowered: tuple[str, ...] = (), host: tuple[str, ...] = (), keep_observers: bool = False,
+              scaled_layernorm: bool = True):
+    """PT2E on the module's integer_form: int8 (or a16w8 everywhere for int16) globally; the groups in `raised` at a16w8 (16-bit activations,
     8-bit weights), those in `lowered` at int8, those in `host` unquantised (float: the partitioner leaves them to
     the host CPU), through the quantizer's per-module configs."""
     import torch
@@ -84,6 +135,8 @@ def quantize(export, module, example, calib, eu_spec, precision: str, raised: tu
     )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
+    if scaled_layernorm:  # exact in float; off only to measure the plain form (benchmarks/ethosu_localise.py)
+        module = integer_form(module)
     # torch 2.13: the exported module's input guards reject the calibration batches' other values of the same shape
     m = export(module, example).module(check_guards=False)
     q = EthosUQuantizer(eu_spec)

@@ -1,0 +1,59 @@
+"""RESULTS.md sections for the integer-NPU localisation (P13), kept apart from render_sections.py (which is long)."""
+
+from __future__ import annotations
+
+from render_sections import head, load, machine_line, row
+
+
+def _holds(p: dict) -> str:
+    ops = p["ops"]
+    what = [w for w, op in (("LayerNorm (rsqrt)", "rsqrt"), ("softmax (exp, reciprocal)", "exp"), ("GELU", "gelu"))
+            if op in ops]
+    where = ", ".join(m for m in p["modules"] if m) or "—"
+    return f"{where}: {', '.join(what) or 'matmuls'}"
+
+
+def _cells(p: dict | None) -> list[str]:
+    if not p:
+        return ["—", "—", "—"]
+    return [f"{p['median_row_max_steps']:.0f}", f"{p['decision_agreement_alone']:.0%}",
+            f"{p['logit_shift_vs_fake_quant']:.2f}"]
+
+
+def ethosu_localise_section(r: dict, link: str) -> list[str]:
+    """Per partition of the int16 U55 program: each alone on the TOSA reference model, with LayerNorm plain and in
+    npuport's scaled integer form (two JSONs of ethosu_localise.py)."""
+    scaled = load(f"ethosu_localise_{r['precision']}_scaled") or {}
+    runs = [("plain LayerNorm", r), ("scaled LayerNorm (npuport's form)", scaled)]
+    whole = "; ".join(f"{name}: fake-quantised graph {x['fake_quant']['decision_agreement']:.1%}, every partition on "
+                      f"the reference model {x['reference_all']['decision_agreement']:.1%} (max abs Δlogit "
+                      f"{x['reference_all']['max_abs_logit_diff']:.2f})" for name, x in runs if x)
+    alone = r["alone_rows"]["rows"]
+    out = [f"**Where the Ethos-U {r['precision']} lowering loses decisions, partition by partition (P13)** — the demo "
+           f"detector (init {r.get('demo_init')}), {r['device']} at {r['shape'][0]} × {r['shape'][1]}, "
+           f"{r['eval_rows']} rows (30 test + 30 test_family, as `npu_mixed.py`). Each of the program's "
+           f"{len(r['partitions'])} partitions runs alone on the TOSA reference model, every other one as the "
+           "fake-quantised graph it was lowered from; *error* = the median over rows of the largest difference in "
+           f"its output (int16 steps), on the same inputs; *decisions* and *Δlogit* = that partition's error "
+           f"carried through the rest of the graph, on the {alone} rows the whole reference run shifts most "
+           f"([script]({link}/ethosu_localise.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           f"Whole program — {whole}.", "",
+           *head("| partition | holds | plain: error (steps) | plain: decisions alone | plain: Δlogit vs fake-quant "
+                 "| scaled: error (steps) | scaled: decisions alone | scaled: Δlogit vs fake-quant |")]
+    other = {p["index"]: p for p in scaled.get("partitions", [])} if len(scaled.get("partitions", [])) == len(
+        r["partitions"]) else {}
+    attention = [p for p in r["partitions"] if "rsqrt" not in p["ops"]]
+    for p in r["partitions"]:
+        if "rsqrt" in p["ops"]:
+            out.append(row(p["index"], _holds(p), *_cells(p), *_cells(other.get(p["index"]))))
+    if attention:
+        def agg(ps):
+            if not ps:
+                return ["—", "—", "—"]
+            return [f"≤ {max(p['median_row_max_steps'] for p in ps):.0f}",
+                    f"≥ {min(p['decision_agreement_alone'] for p in ps):.0%}",
+                    f"≤ {max(p['logit_shift_vs_fake_quant'] for p in ps):.2f}"]
+        ids = [p["index"] for p in attention]
+        out.append(row(f"{len(ids)} others ({ids[0]}, {ids[1]}, …)", "each layer's attention scores: softmax "
+                       "(exp, reciprocal)", *agg(attention), *agg([other[i] for i in ids if i in other])))
+    return out
