@@ -58,7 +58,8 @@ def main():
     from npuport.ui import Progress
 
     tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-prof-"))
-    args = ["-q", "port", "-o", str(tmp / "out"), "--backend", "ethos-u", "--device", a.target, "--buckets",
+    args = ["-q", "port", "-o", str(tmp / "out"), "--backend", "ethos-u", "--device", a.target, "--precision", "int8",
+            "--buckets",
             str(a.bucket), "--bench-runs", "1", "--min-agreement", "0"]
     if a.model:
         model = a.model

@@ -96,7 +96,8 @@ def main():
                                + _rows(demo / "data" / "test_family.jsonl", half, 0)) + "\n")
     calibf.write_text("\n".join(_rows(demo / "data" / "val.jsonl", a.calib_rows, 1)) + "\n")
     trainf.write_text("\n".join(_rows(demo / "data" / "train.jsonl", a.train_rows, 2)) + "\n")
-    common = ["--backend", "ethos-u", "--device", a.device, "--seq-len", str(a.seq_len), "--eval-data", str(evalf),
+    common = ["--backend", "ethos-u", "--device", a.device, "--precision", "int8", "--seq-len", str(a.seq_len),
+              "--eval-data", str(evalf),
               "--bench-runs", "1", "--min-agreement", "0"]
     out = {**meta("npu_qat.py"), "demo_init": a.init, "device": a.device, "shape": f"1x{a.seq_len}",
            "eval_split": f"{a.eval_rows - half} test + {half} test_family rows", "calibration_rows": a.calib_rows,

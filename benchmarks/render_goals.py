@@ -197,11 +197,17 @@ def _int8_b4(results):
         yield {}, f"{a:.2%}, max abs Δprob {v['max_abs_prob_diff']:.1e}", (a,)
 
 
+# Per NPU, the npu_mixed.py recipe a user gets by default: qnn's int8 recipe (its default precision is fp16, which
+# is not an integer recipe), ethos-u's default precision (int16, a16w8 everywhere).
+DEFAULT_RECIPES = ("qnn-int8-default", "ethos-u-int16")
+
+
 def _npu_recipe(results):
     for name, v in results["npu_mixed"]["recipes"].items():
-        if name.endswith("-int8-default") and "decision_agreement" in v:
-            yield ({"name": name}, f"{v['decision_agreement']:.1%} of {v['n']} rows, 16-bit activations in "
-                   f"{', '.join(v.get('int16') or []) or 'none'}", (v["decision_agreement"],))
+        if name in DEFAULT_RECIPES and "decision_agreement" in v:
+            yield ({"name": name}, f"{v['decision_agreement']:.1%} of {v['n']} rows, 16-bit activations: "
+                   f"{', '.join(v.get('int16') or []) or 'none'}",
+                   (v["decision_agreement"],))
 
 
 def _demo_budget(results, source="demo"):

@@ -36,7 +36,8 @@ def ethosu_localise_section(r: dict, link: str) -> list[str]:
            "fake-quantised graph it was lowered from; *error* = the median over rows of the largest difference in "
            f"its output (int16 steps), on the same inputs; *decisions* and *Δlogit* = that partition's error "
            f"carried through the rest of the graph, on the {alone} rows the whole reference run shifts most "
-           f"([script]({link}/ethosu_localise.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           f"([script]({link}/ethosu_localise.py), [JSON]({link}/results/{r['_file']}), [JSON, scaled]"
+           f"({link}/results/ethosu_localise_{r['precision']}_scaled.json)). {machine_line(r)}.", "",
            f"Whole program — {whole}.", "",
            *head("| partition | holds | plain: error (steps) | plain: decisions alone | plain: Δlogit vs fake-quant "
                  "| scaled: error (steps) | scaled: decisions alone | scaled: Δlogit vs fake-quant |")]
@@ -51,7 +52,8 @@ def ethosu_localise_section(r: dict, link: str) -> list[str]:
             if not ps:
                 return ["—", "—", "—"]
             return [f"≤ {max(p['median_row_max_steps'] for p in ps):.0f}",
-                    f"≥ {min(p['decision_agreement_alone'] for p in ps):.0%}",
+                    ("" if min(p["decision_agreement_alone"] for p in ps) == 1 else "≥ ")
+                    + f"{min(p['decision_agreement_alone'] for p in ps):.0%}",
                     f"≤ {max(p['logit_shift_vs_fake_quant'] for p in ps):.2f}"]
         ids = [p["index"] for p in attention]
         out.append(row(f"{len(ids)} others ({ids[0]}, {ids[1]}, …)", "each layer's attention scores: softmax "

@@ -263,6 +263,8 @@ def _with_qat(cfg: PortConfig, specs: dict[str, CompileSpec]) -> dict[str, Compi
     if info is None or info["target"] not in specs:
         return specs  # other runtimes take the trained float weights as any detector's
     name, spec = info["target"], specs[info["target"]]
+    # what was not asked for follows the training (a runtime's default precision is not what QAT trained for)
+    spec = dataclasses.replace(spec, precision=cfg.precision or info["precision"], device=cfg.device or info["device"])
     trained = f"--device {info['device']} --precision {info['precision']}"
     if (spec.device, spec.precision) != (info["device"], info["precision"]):
         raise ConfigError(f"{cfg.source.model_dir} was trained quantization-aware for {name} on {info['device']} at "

@@ -19,7 +19,7 @@ pytestmark = needs_ethos_u()
 def ported(tiny_model_dir, eval_jsonl, tmp_path_factory):
     out = tmp_path_factory.mktemp("ethosu") / "out"
     assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
-                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
+                 "--precision", "int8", "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
     (art,) = find_artifacts(out)
     return out, art, json.loads((art / "manifest.json").read_text())
 
@@ -44,6 +44,8 @@ def test_port_carries_vela_figures_and_the_exact_reference_proof(ported):
     assert shape["estimated_ms"] > 0 and all(v["npu_ops"] > 0 and v["top_ops"] for v in vela)
     assert "aten.index_select.default" in shape["host_ops"]  # the U55 has no Gather: the embedding stays on the host
     assert meta["calibration"].startswith("--eval-data eval.jsonl (12 rows)")
+    # int8 quantises LayerNorm as the model has it (the scaled form measured worse there: ethosu_quant.scales_layernorm)
+    assert meta["layernorm_form"] == "as the model has it" and shape["proof"]["integer_form_vs_float_max_abs"] < 1e-4
     files = set(m["files"])
     assert {"ethosu_1x16.pte", "ethosu_1x16_host.json", "ethosu_1x16_host.safetensors"} <= files
     assert any(f.endswith(".tosa") for f in files)
@@ -104,7 +106,7 @@ def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_
     the rest int8, in the same Vela program; its cost on the target against the all-int8 port of the same model."""
     out = tmp_path / "o"
     assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
-                 "--eval-data", str(eval_jsonl), "--bench-runs", "1", "--int16", "layernorm,ffn_out",
+                 "--precision", "int8", "--eval-data", str(eval_jsonl), "--bench-runs", "1", "--int16", "layernorm,ffn_out",
                  "--sensitivity"]) == 0
     (art,) = find_artifacts(out)
     m = json.loads((art / "manifest.json").read_text())
@@ -123,3 +125,18 @@ def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_
     assert set(sens) == {"embeddings", "layernorm", "attention", "gelu", "ffn_out", "head"}
     assert all(v["judged_on"] == "fake-quantised graph" and v["rows"] > 0 and v["max_abs_logit_diff"] > 0
                for v in sens.values())
+
+
+def test_int16_is_the_default_and_quantises_layernorm_in_its_scaled_form(tiny_model_dir, eval_jsonl, tmp_path):
+    """P13: int16 is ethos-u's default precision (the recipe that holds the demo detector's decisions); the LayerNorms are quantised as ScaledLayerNorm (exact in float, so the port's float proof of
+    that form is ~0), whose rsqrt stays accurate in ExecuTorch's 16-bit tables (tests/test_integer_layernorm.py)."""
+    out = tmp_path / "o"
+    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    m = json.loads((art / "manifest.json").read_text())
+    meta = m["runtime"]["meta"]
+    assert m["precision"] == "int16" and meta["layernorm_form"].startswith("scaled") and meta["int16"] == ["all"]
+    proof = meta["shapes"]["1x16"]["proof"]
+    assert proof["integer_form_vs_float_max_abs"] < 1e-4 < proof["float_vs_reference_max_abs"]
+    assert m["parity"]["data"]["decision_agreement"] >= 0.99

@@ -24,7 +24,7 @@ def register(sub) -> None:
                      help=f"comma-separated, from: {', '.join(runtime_names(ports=True))} (default {default})")
     _add_shapes(p, auto=True)
     p.add_argument("--precision", choices=PRECISIONS,
-                   help="default: fp32, or a runtime's own where it has no fp32 (qnn: fp16); see doctor")
+                   help="default: fp32, or a runtime's own where it has no fp32 (qnn: fp16, ethos-u: int16); see doctor")
     p.add_argument("--device", help="target device (cpu, cuda, gpu, htp, npu; default: cpu, or a runtime's own device "
                    "where it has no CPU; see doctor)")
     p.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity (needs a tokenizer in MODEL_DIR)")

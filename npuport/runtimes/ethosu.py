@@ -27,7 +27,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ConfigError
 from .base import Runtime, ShapeSession
-from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet
+from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
 from .registry import register_runtime
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI's parser imports this module
@@ -246,7 +246,7 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
     run = _load_program(out, f"ethosu_{b}x{t}_host")
     fq, fl, qf, form = [], [], [], []
-    integer = integer_form(captured.static)
+    integer = integer_form(captured.static) if scales_layernorm(spec.precision) else captured.static
     with torch.no_grad():
         for i, (ids, mask) in enumerate(captured.probes((b, t), n=3)):
             got = run(ids, mask)[0].float()
@@ -307,6 +307,12 @@ class EthosURuntime(Runtime):
 
     def precisions(self, device):
         return ("int8", "int16")  # Ethos-U computes in integers only; int16 = 16-bit activations, 8-bit weights
+
+    def default_precision(self, device):
+        # int16 (a16w8, LayerNorm in its scaled form) is the recipe that keeps the demo detector's decisions on the
+        # U55's reference model; no int8 recipe does yet (benchmarks/npu_mixed.py). A QAT model ports at the
+        # precision it was trained for (porting._with_qat).
+        return "int16"
 
     mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
     qat = True  # prepare_qat_pt2e with the same quantizer (detector train --qat ethos-u)
@@ -377,7 +383,8 @@ class EthosURuntime(Runtime):
                 f"{mixed}, symmetric, per-channel weights" + (", ranges from quantization-aware training" if qat else ""),
                 "calibration": qat["describe"] if qat else spec.calibration_source,
                 "layernorm_form": "scaled: deviations divided by their mean |d| before the variance (exact in float; "
-                                  "keeps rsqrt's table input in [1, C])",
+                                  "keeps rsqrt's table input in [1, C])" if scales_layernorm(spec.precision) else
+                                  "as the model has it",
                 # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
                 "calibration_method": "QAT (activations: HistogramObserver ranges calibrated before training and "
                                       "held; weights: per-channel min-max of the trained weights)" if qat else

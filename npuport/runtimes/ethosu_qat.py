@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from . import _qat
-from .ethosu_quant import compile_spec, integer_form, quantize, quiet
+from .ethosu_quant import compile_spec, integer_form, quantize, quiet, scales_layernorm
 
 
 def qat_prepared(module, example, eu_spec, precision: str, calib=None):
@@ -30,7 +30,8 @@ def qat_prepared(module, example, eu_spec, precision: str, calib=None):
     with warnings.catch_warnings(), quiet():
         warnings.simplefilter("ignore")
         # the same integer_form the calibration graph (quantize) is built from, so their fake-quants match one for one
-        m = torch.export.export(integer_form(module), tuple(example), strict=True).module(check_guards=False)
+        form = integer_form(module) if scales_layernorm(precision) else module
+        m = torch.export.export(form, tuple(example), strict=True).module(check_guards=False)
         q = EthosUQuantizer(eu_spec)
         q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True) if precision == "int16"
                      else get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
