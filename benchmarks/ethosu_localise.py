@@ -1,7 +1,9 @@
-"""P13: where, op by op, does the Ethos-U lowering lose the decisions that the fake-quantised graph keeps?
+"""P13: where, partition by partition, does the Ethos-U lowering lose the decisions the fake-quantised graph keeps?
 
-`ethosu_fakequant.py` showed that at int16 (a16w8 everywhere) the PT2E graph npuport hands to ExecuTorch's Arm backend
-keeps every decision as fake-quantised PyTorch, and the TOSA reference model running the compiled partitions does not.
+`ethosu_fakequant.py` showed that at int16 (a16w8 everywhere) the PT2E graph npuport handed to ExecuTorch's Arm backend
+kept every decision as fake-quantised PyTorch, and the TOSA reference model running the compiled partitions did not.
+`--layernorm plain` reproduces that graph; `scaled` (the default) is what npuport quantises at int16 since this
+localisation found the LayerNorms' rsqrt tables (npuport/runtimes/ethosu_quant.py, ScaledLayerNorm).
 This script lowers that same graph (same quantizer, calibration rows and eval rows as `npu_mixed.py`) and runs it with
 each partition in turn on the TOSA reference model and every other partition as the fake-quantised graph it was
 lowered from (ExecuTorch keeps it as the delegate's `original_module`). Per partition:
@@ -12,26 +14,20 @@ lowered from (ExecuTorch keeps it as the delegate's `original_module`). Per part
 What executes: the TOSA reference model (the exact .tosa handed to Vela) for one partition at a time, PyTorch on this
 CPU for the rest. No Vela figures are reported here (`npu_mixed.py` has them).
 
-    python benchmarks/ethosu_localise.py [--model-dir DEMO_BUILD] [--precision int16] [--rows 60]
+    python benchmarks/ethosu_localise.py [--model-dir DEMO_BUILD] [--precision int16] [--layernorm plain] [--rows 60]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import tempfile
 import time
 from collections import Counter
 from pathlib import Path
 
+import ethosu_setup
 from common import meta, write_result
-
-
-def _rows(path: Path, n: int, seed: int) -> list[str]:
-    lines = path.read_text().splitlines()
-    random.Random(seed).shuffle(lines)
-    return lines[:n]
 
 
 def _describe(lowered) -> dict:
@@ -60,11 +56,8 @@ def _describe(lowered) -> dict:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model-dir", help="a demo build (model/, data/, build.json); default: the demo detector, built "
-                    "or reused as npu_mixed.py does")
+    ethosu_setup.add_arguments(ap)
     ap.add_argument("--precision", default="int16", choices=("int8", "int16"))
-    ap.add_argument("--device", default="ethos-u55-128")
-    ap.add_argument("--seq-len", type=int, default=64)
     ap.add_argument("--layernorm", default="scaled", choices=("scaled", "plain"),
                     help="scaled: npuport's integer form (ethosu_quant.integer_form); plain: LayerNorm as the model has it")
     ap.add_argument("--rows", type=int, default=60, help="eval rows (30 test + 30 test_family by default)")
@@ -77,36 +70,15 @@ def main():
     from executorch.backends.arm.ethosu import EthosUPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    from npuport import porting
-    from npuport.config import ModelSource, PortConfig
     from npuport.parity import agreement
-    from npuport.runtimes import ShapeSpec
     from npuport.runtimes.ethosu import _vela_parts
     from npuport.runtimes.ethosu_debug import Lowered
     from npuport.runtimes.ethosu_quant import compile_spec, quantize, quiet
-    from npuport.ui import Progress
 
-    if a.model_dir:
-        demo = Path(a.model_dir)
-    else:
-        from npuport.detector.demo import DemoBuildConfig, build_demo
-
-        demo = build_demo(DemoBuildConfig(), Progress(enabled=True), show_bar=False)
-    tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-loc-"))
-    evalf, calibf = tmp / "eval.jsonl", tmp / "calib.jsonl"  # the rows npu_mixed.py judges and calibrates on
-    half = a.rows // 2
-    evalf.write_text("\n".join(_rows(demo / "data" / "test.jsonl", half, 0)
-                               + _rows(demo / "data" / "test_family.jsonl", a.rows - half, 0)) + "\n")
-    calibf.write_text("\n".join(_rows(demo / "data" / "val.jsonl", 64, 1)) + "\n")
-    cfg = PortConfig(source=ModelSource(model_dir=str(demo / "model")), out=str(tmp / "o"), runtimes=("ethos-u",),
-                     shapes=ShapeSpec(batch_sizes=(1,), buckets=(a.seq_len,)), eval_data=str(evalf),
-                     calibration_data=str(calibf), precision="int8", device=a.device, capture_methods=("export",))
-    inputs = porting.load_inputs(cfg, print)
-    captured, _ = porting.capture_and_prove(inputs, inputs.cfg, tmp / "capture", print)
-    shape = (1, a.seq_len)
+    demo, captured, shape, calib, rows = ethosu_setup.capture(a.model_dir, a.device, a.seq_len, a.rows,
+                                                              prefix="npuport-eu-loc-")
     example = captured.example(shape)
-    calib = captured.calibration_batches(shape, inputs.specs["ethos-u"].calibration)
-    rows = captured.calibration_batches(shape, inputs.eval_rows)
+    tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-vela-"))
 
     t0 = time.perf_counter()
     eu_spec = compile_spec(a.device)
