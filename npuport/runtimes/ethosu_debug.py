@@ -38,8 +38,6 @@ class Lowered:
         lowered, given = self, given or {}
 
         class Run(torch.fx.Interpreter):
-            seen: dict = {}
-
             def call_function(self, target, args, kwargs):
                 if getattr(target, "__name__", "") != "executorch_call_delegate":
                     return super().call_function(target, args, kwargs)
@@ -53,7 +51,7 @@ class Lowered:
                 return out
 
         r = Run(self.gm)
-        r.seen = {}
+        r.seen = {}  # partition -> (inputs, outputs), filled by call_function
         with torch.no_grad():
             out = r.run(*inputs)
         return (out[0] if isinstance(out, (tuple, list)) else out), r.seen

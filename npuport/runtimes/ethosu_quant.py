@@ -80,7 +80,7 @@ def scales_layernorm(precision: str) -> bool:
 
 def integer_form(module: torch.nn.Module) -> torch.nn.Module:
     """`module` with every last-axis LayerNorm in its ScaledLayerNorm form; parameters shared, the original untouched
-    (other runtimes of the same port use it). The float proof of the swap is `integer_form_max_abs` in the manifest."""
+    (other runtimes of the same port use it). The float proof of the swap is `integer_form_vs_float_max_abs` in the manifest."""
     import copy
 
     import torch
