@@ -2,9 +2,10 @@
 
 Three parts, one JSON (benchmarks/results/p11_int8.json); each part is side by side within itself and records its
 own machine and date, so a part can be re-run alone (--parts) on a quiet machine:
-  decisions  the demo detector (MiniLM init) at buckets 32/64/128, int8 on ONNX Runtime (static QDQ MinMax and
-             percentile; dynamic for reference) and OpenVINO (NNCF), MinMax and NNCF also with --keep-fp32 auto,
-             percentile and NNCF also with --keep-fp32 ffn_out (every FFN down-projection in float).
+  decisions  the demo detector at buckets 32/64/128, int8 on ONNX Runtime (its default: NNCF with SmoothQuant 0.5;
+             its own QDQ quantiser with MinMax and percentile, --smooth-quant off; dynamic for reference) and
+             OpenVINO (NNCF), each static one with its default (the FFN down-projections in float) and the NNCF /
+             MinMax ones also with every group quantised.
              Disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the
              val split, and reported by `npuport verify` on the test split (unseen personas) and on test_family
              (unseen personas written in a template family no training row saw), so nothing chosen saw those rows.
@@ -58,17 +59,17 @@ def decisions(root, tmp, prog) -> dict:
     common = dict(source=ModelSource(model_dir=str(model)), shapes=ShapeSpec(buckets=(32, 64, 128)), precision="int8",
                   eval_data=str(data / "val.jsonl"), calibration_data=_calibration_rows(data, tmp), capture_methods=(),
                   bench_runs=10)
-    auto = QuantOptions(keep_fp32=("auto",), min_agreement=GOAL_AGREEMENT)
-    variants = {
-        "onnxruntime static minmax": ("onnxruntime", QuantOptions(**NONE)),
-        "onnxruntime static minmax, --keep-fp32 auto": ("onnxruntime", auto),
-        "onnxruntime static percentile": ("onnxruntime", QuantOptions(method="percentile", **NONE)),
-        "onnxruntime static percentile, --keep-fp32 ffn_out": ("onnxruntime", QuantOptions(method="percentile",
-                                                                                         keep_fp32=FFN, **MEASURE)),
+    off = dict(smooth_quant=-1, **MEASURE)  # ONNX Runtime's own QDQ quantiser, no SmoothQuant
+    variants = {  # each runtime's default keeps ffn_out in float (spec.DEFAULT_KEEP); "every group" quantises it too
+        "onnxruntime default (NNCF, SmoothQuant 0.5)": ("onnxruntime", QuantOptions(**MEASURE)),
+        "onnxruntime NNCF, SmoothQuant 0.5, every group": ("onnxruntime", QuantOptions(**NONE)),
+        "onnxruntime QDQ minmax (--smooth-quant off)": ("onnxruntime", QuantOptions(**off)),
+        "onnxruntime QDQ minmax (--smooth-quant off), every group": ("onnxruntime",
+                                                                      QuantOptions(keep_fp32=(), **off)),
+        "onnxruntime QDQ percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
-        "openvino nncf": ("openvino", QuantOptions(**NONE)),
-        "openvino nncf, --keep-fp32 auto": ("openvino", auto),
-        "openvino nncf, --keep-fp32 ffn_out": ("openvino", QuantOptions(keep_fp32=FFN, **MEASURE)),
+        "openvino default (NNCF, SmoothQuant 0.95)": ("openvino", QuantOptions(**MEASURE)),
+        "openvino NNCF, SmoothQuant 0.95, every group": ("openvino", QuantOptions(**NONE)),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):

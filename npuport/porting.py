@@ -223,6 +223,11 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
                           f"{'set their' if len(deaf) > 1 else 'sets its'} activation ranges its own way (the "
                           f"manifest's quantization entry says how); runtimes that honour it: "
                           f"{', '.join(able) or 'none'}. Drop the flag, or port those runtimes separately")
+    rigid = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS and get_runtime(n).smooth_quant is None]
+    if cfg.quant.smooth_quant is not None and cfg.quant.smooth_quant >= 0 and rigid:
+        able = [n for n in runtime_names() if get_runtime(n).smooth_quant is not None]
+        raise ConfigError(f"--smooth-quant: {', '.join(rigid)} cannot apply SmoothQuant; runtimes that can: "
+                          f"{', '.join(able)}. Drop the flag, or port those runtimes separately")
     static_only = [n for n, s in specs.items() if s.precision == "int8" and not get_runtime(n).quantizes_dynamic]
     if cfg.quant.mode == "dynamic" and static_only:
         able = runtime_names(quantizes_dynamic=True)

@@ -87,6 +87,9 @@ def port_markdown(r: dict) -> str:
         for prec, v in per.items():
             if v.get("decisions_unchecked"):
                 lines += ["", f"**{b} {prec}**: {v['decisions_unchecked']}."]
+    for b, prec, v, how in _quant_entries(r, "quantization"):
+        if not v.get("refused"):
+            lines += ["", f"**{b} {prec}** quantised: {how}."]
     for b, prec, v, kept in _quant_entries(r, "kept_fp32"):
         if not v.get("refused") and not v["quant"].get("auto_keep"):  # auto's rounds are listed below
             by_default = v["quant"].get("kept_by_default") or []

@@ -72,7 +72,8 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_mod
     assert set(arts) == {"onnxruntime-int8", "openvino-int8"}
     ort_m = json.loads((arts["onnxruntime-int8"] / "manifest.json").read_text())
     meta = ort_m["runtime"]["meta"]
-    assert meta["quantization"].startswith("static QDQ") and meta["calibration_method"] == "minmax"
+    assert meta["quantization"].startswith("static QDQ (NNCF") and meta["calibration_method"] == "minmax"
+    assert meta["smooth_quant"] == 0.5  # the ONNX Runtime default recipe: SmoothQuant through NNCF
     assert meta["calibration"] == "--eval-data eval40.jsonl (40 rows)"
     assert ort_m["parity"]["data"]["decision_agreement"] == 1.0 and 0 < ort_m["parity"]["data"]["max_abs_logit_diff"]
     assert ort_m["parity"]["data"]["decision_bar"] == 0.995 and ort_m["parity"]["data"]["pass"]  # judged by the gate
@@ -83,7 +84,8 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_mod
     assert {"embeddings", "attention", "head", "layer.0", "layer.1"} <= set(sens)
     assert all(0 <= v["max_abs_logit_diff"] and 0 <= v["decision_agreement"] <= 1 for v in sens.values())
     ov_meta = json.loads((arts["openvino-int8"] / "manifest.json").read_text())["runtime"]["meta"]
-    assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF")
+    assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF") and ov_meta["smooth_quant"] == 0.95
+    assert "SmoothQuant alpha 0.5" in (out / "report.md").read_text()  # the report says how each was quantised
     report = (out / "report.md").read_text()
     assert "sensitivity" in report and "| layer.0 |" in report
     assert main(["-q", "verify", str(out), "--eval-data", str(eval_jsonl)]) == 0
@@ -201,6 +203,70 @@ def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_mod
     assert "ONNX Runtime's" in capsys.readouterr().err
     assert _port(tiny_model_dir, tmp_path / "e", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--min-agreement", "1.5") == 2
+    capsys.readouterr()
+    # SmoothQuant: a strength in [0, 1] or off, with minmax calibration, on the runtimes that apply it
+    with pytest.raises(SystemExit) as exit_:  # argparse's own refusal: usage and the reason on stderr, exit 2
+        _port(tiny_model_dir, tmp_path / "f", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+              "--smooth-quant", "1.5")
+    assert exit_.value.code == 2 and "between 0 and 1" in capsys.readouterr().err and not (tmp_path / "f").exists()
+    assert _port(tiny_model_dir, tmp_path / "f", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
+                 "--smooth-quant", "0.5", "--calibration-method", "percentile") == 2
+    assert "drop --calibration-method percentile" in capsys.readouterr().err and not (tmp_path / "f").exists()
+    assert _port(tiny_model_dir, tmp_path / "f", "--backend", "qnn", "--eval-data", str(eval_jsonl),
+                 "--smooth-quant", "0.5") == 2
+    err = capsys.readouterr().err
+    assert "qnn cannot apply SmoothQuant" in err and "onnxruntime, openvino" in err and not (tmp_path / "f").exists()
+
+
+def test_smooth_quant_off_is_onnx_runtimes_own_quantiser_and_the_default_fuses_every_matmul(tmp_path):
+    """--smooth-quant off: ONNX Runtime's own QDQ quantiser (no SmoothQuant), the recipe before NNCF's. The default
+    (NNCF, SmoothQuant 0.5): its activation pairs re-expressed as uint8, so ORT's x86 kernels fuse every quantised
+    linear layer into MatMulIntegerToFloat and nothing is dequantised per call; the re-expression is exact."""
+    import collections
+
+    import numpy as np
+    import onnxruntime as ort
+
+    from npuport.runtimes._quantize import unsigned_activations
+    from npuport.runtimes.onnxruntime import disabled_optimizers, session_options
+
+    args = ("--preset", "tiny-bert", "--random-init", "--seq-len", "16", "--precision", "int8", "--backend",
+            "onnxruntime", "--min-agreement", "0", "--bench-runs", "1")
+    assert main(["-q", "port", *args, "-o", str(tmp_path / "off"), "--smooth-quant", "off"]) == 0
+    (art,) = find_artifacts(tmp_path / "off")
+    meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
+    assert "NNCF" not in meta["quantization"] and "smooth_quant" not in meta
+    assert main(["-q", "port", *args, "-o", str(tmp_path / "sq")]) == 0
+    (art,) = find_artifacts(tmp_path / "sq")
+    model = onnx.load(str(art / "model.onnx"))
+    assert any("smooth_quant" in n.name for n in model.graph.node)  # NNCF's per-channel scales before the MatMuls
+    so = session_options(1, {"batch": 1, "seq": 16})
+    so.optimized_model_filepath = str(tmp_path / "optimised.onnx")
+    ort.InferenceSession(str(art / "model.onnx"), so, providers=["CPUExecutionProvider"],
+                         disabled_optimizers=disabled_optimizers("int8"))
+    ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
+    assert ops["MatMulIntegerToFloat"] >= 8 and ops["DequantizeLinear"] == 0  # tiny-bert: 2 layers x 6 linears, QKV+O+FFN-in
+    # the uint8 form is exact: the same graph with its activation pairs put back to int8 gives the same logits
+    signed = onnx.load(str(art / "model.onnx"))
+    from onnx import TensorProto, numpy_helper
+
+    inits = {i.name: i for i in signed.graph.initializer}
+    back = 0
+    for n in signed.graph.node:
+        t = inits.get(n.input[2]) if n.op_type == "QuantizeLinear" and len(n.input) > 2 else None
+        if t is not None and t.data_type == TensorProto.UINT8:
+            t.CopyFrom(numpy_helper.from_array((numpy_helper.to_array(t).astype(np.int16) - 128).astype(np.int8), t.name))
+            back += 1
+    for v in signed.graph.value_info:
+        if v.type.tensor_type.elem_type == TensorProto.UINT8:
+            v.type.tensor_type.elem_type = TensorProto.INT8
+    assert back > 0 and unsigned_activations(onnx.load(str(art / "model.onnx"))) == 0  # nothing left to convert
+    feeds = {"input_ids": np.arange(16, dtype=np.int64)[None] + 5, "attention_mask": np.ones((1, 16), np.int64)}
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    a = ort.InferenceSession(model.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    b = ort.InferenceSession(signed.SerializeToString(), plain, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.array_equal(a, b)
 
 
 def test_histogram_calibration_over_several_buckets(tiny_model_dir, eval_jsonl, tmp_path):
@@ -238,7 +304,8 @@ def test_onnxruntime_int8_runs_its_integer_kernels_at_pinned_shapes(tmp_path):
     ort.InferenceSession(str(art / "model.onnx"), so, providers=["CPUExecutionProvider"],
                          disabled_optimizers=disabled_optimizers("int8"))
     ops = collections.Counter(n.op_type for n in onnx.load(so.optimized_model_filepath, load_external_data=False).graph.node)
-    assert weights > 0 and ops["MatMulIntegerToFloat"] >= weights and ops["Gemm"] == 0  # QGemm (the 2-D head) is int8
+    heads = sum(n.op_type == "Gemm" for n in g.node)  # the 2-D head on pooled rows: float in the default recipe
+    assert weights > 0 and ops["MatMulIntegerToFloat"] >= weights and ops["Gemm"] == heads  # no MatMul became a Gemm
 
 
 def test_keep_fp32_ffn_out_leaves_every_ffn_down_projection_in_float(tiny_model_dir, eval_jsonl, tmp_path):
@@ -260,7 +327,8 @@ def test_keep_fp32_ffn_out_leaves_every_ffn_down_projection_in_float(tiny_model_
     quantised = {n.name: produced.get(n.input[0]) == "DequantizeLinear" for n in linear}
     down = [n.name for n in linear if is_ffn_out(n)]
     assert len(down) == 3 and not any(quantised[n] for n in down)  # tiny-modernbert: 3 layers
-    assert sum(quantised.values()) == len(linear) - 3 > 0
+    heads = sum(n.op_type == "Gemm" for n in linear)  # the 2-D head: float in ONNX Runtime's default recipe
+    assert sum(quantised.values()) == len(linear) - 3 - heads > 0
 
     assert _port(tiny_model_dir, tmp_path / "ov", "--backend", "openvino", *ungated) in (0, 1)
     (art,) = find_artifacts(tmp_path / "ov")

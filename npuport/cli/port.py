@@ -94,6 +94,12 @@ def _add_integer_flags(p) -> None:
                    "static int8/int16 quantisation; default: --eval-data")
     q.add_argument("--calibration-method", choices=CALIBRATION_METHODS, default="minmax",
                    help=f"how activation ranges are set from the calibration rows ({calibrating}; default minmax)")
+    smoothing = ", ".join(f"{n} {get_runtime(n).smooth_quant:g}" for n in runtime_names()
+                          if get_runtime(n).smooth_quant is not None)
+    q.add_argument("--smooth-quant", type=_alpha, default=None, metavar="ALPHA",
+                   help=f"static int8 ({smoothing}): SmoothQuant strength in [0, 1] (moves activation outliers into "
+                        "the per-channel weights before quantising; exact in float); off: none. Default: each "
+                        "runtime's recipe (recorded in the manifest)")
     q.add_argument("--quantization", choices=("static", "dynamic"), default="static",
                    help=f"int8: static QDQ calibrated on your rows (default) or dynamic (weights only: {dynamic})")
     q.add_argument("--keep-fp32", type=csv_list("keep-fp32"), default=None, metavar="GROUPS",
@@ -120,7 +126,22 @@ def _quant(args):
     from ..spec import QuantOptions
 
     return QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
-                        sensitivity=args.sensitivity, min_agreement=args.min_agreement, int16=args.int16)
+                        sensitivity=args.sensitivity, min_agreement=args.min_agreement, int16=args.int16,
+                        smooth_quant=args.smooth_quant)
+
+
+def _alpha(text: str) -> float:
+    import argparse
+
+    if text.strip().lower() == "off":
+        return -1.0
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number between 0 and 1 (e.g. 0.5), or off") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text}: give a number between 0 and 1 (e.g. 0.5), or off")
+    return value
 
 
 def _buckets(text: str):

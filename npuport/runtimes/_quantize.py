@@ -16,7 +16,7 @@ import logging
 import re
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..errors import BackendUnavailable, ConfigError
 from ..parity import agreement  # noqa: F401  (runtimes gate their graphs with it)
 from ..spec import CALIBRATION_METHODS
 
@@ -257,3 +257,88 @@ def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minm
     return {"quantization": f"static QDQ: MatMul/Gemm inputs (outputs stay float), weights {weight} per channel, "
                             f"activations {activation} ({method} calibration)", "calibration_method": method,
             "kept_fp32": list(keep_fp32), "calibration_batches": len(feeds)}
+
+
+def quantize_nncf(src: Path, dst: Path, feeds: list[dict], *, alpha: float, keep_fp32: tuple[str, ...] = (),
+                  only: str | None = None) -> dict:
+    """Static int8 through NNCF's ONNX backend, into a QDQ graph for ONNX Runtime: the transformer model type and
+    mixed preset (int8 weights per channel, symmetric; uint8 activations, asymmetric, MinMax ranges; softmax and
+    norms stay float), SmoothQuant at strength `alpha` on every MatMul (spec.SMOOTH_QUANT_DEFAULT says why), fast
+    bias correction. MatMul outputs stay float, as with quantize_qdq. `keep_fp32` / `only` as there."""
+    import contextlib
+    import io
+    import warnings
+
+    try:
+        import nncf
+        from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+    except ImportError:
+        raise BackendUnavailable("ONNX Runtime's static int8 applies SmoothQuant through NNCF: pip install nncf "
+                                 "(npuport[int8]); or --smooth-quant off for ONNX Runtime's own quantiser") from None
+    import onnx
+
+    if not feeds:
+        raise ConfigError("static quantisation needs calibration rows: pass --calibration-data or --eval-data")
+    # SmoothQuant's per-channel statistics stack the batches: one shape. The largest bucket's rows (every calibration
+    # row fits it; padding is masked) stand for all buckets, as with the histogram calibrators.
+    big = max(f["input_ids"].shape for f in feeds)
+    feeds = [f for f in feeds if f["input_ids"].shape == big]
+    groups = node_groups(src)
+    check_keep(keep_fp32, groups)
+    model = onnx.load(str(src))
+    ignored = set(attention_mask_nodes(src))
+    # MatMuls only. NNCF would also store the embedding tables as int8, which ONNX Runtime dequantises whole on every
+    # call (the demo's 250k x 384 table: 35 ms of a 74 ms call at 1 x 128), and a 2-D Gemm (the head, on one pooled
+    # row per sequence) with a float output is not fused either: it would run over weights dequantised per call for
+    # no gain. In float it costs nothing and rounds nothing on the logits themselves.
+    ignored |= {n.name for n in model.graph.node if n.op_type != "MatMul"}
+    for g in keep_fp32:
+        ignored.update(groups[g])
+    if only is not None:
+        mine = set(groups.get(only, []))
+        ignored |= {n.name for n in model.graph.node if n.name not in mine}
+    params = AdvancedQuantizationParameters(smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha))
+    nncf.set_log_level(logging.ERROR)  # its notices would break npuport's status line
+    # its rich progress bars write to stdout whatever its log level: they go nowhere
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        q = nncf.quantize(model, nncf.Dataset(feeds), preset=nncf.QuantizationPreset.MIXED,
+                          model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds), advanced_parameters=params,
+                          ignored_scope=nncf.IgnoredScope(names=sorted(ignored), validate=False))
+    del model
+    unsigned_activations(q)
+    onnx.save(q, str(dst), save_as_external_data=True, location=dst.name + ".data")
+    return {"quantization": f"static QDQ (NNCF {nncf.__version__}, transformer preset): MatMul inputs (outputs stay "
+                            f"float; 2-D Gemms such as the head stay float), weights int8 per channel, activations uint8 (minmax calibration), SmoothQuant "
+                            f"alpha {alpha:g}, fast bias correction", "calibration_method": "minmax",
+            "smooth_quant": alpha, "kept_fp32": list(keep_fp32), "calibration_batches": len(feeds)}
+
+
+def unsigned_activations(model) -> int:
+    """Re-express every int8 activation Quantize/Dequantize pair as uint8 (zero point + 128, same scale), in place.
+
+    NNCF writes an activation whose calibrated range dips below zero as int8, but ONNX Runtime's x86 kernels multiply
+    uint8 activations by int8 weights (VNNI's vpdpbusd): an int8 x int8 pair is not fused and ran as a float MatMul
+    over dequantised values (measured on the demo detector: 36 of 60 linear layers fused). The two grids are the same
+    255 steps shifted by 128, so every dequantised value is bit-identical. Returns how many pairs changed."""
+    import numpy as np
+    from onnx import TensorProto, numpy_helper
+
+    inits = {i.name: i for i in model.graph.initializer}
+    zero_points = {n.input[2] for n in model.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2}
+    weights_zp = {n.input[2] for n in model.graph.node if n.op_type == "DequantizeLinear" and len(n.input) > 2
+                  and n.input[0] in inits}
+    changed = set()
+    for name in sorted(zero_points - weights_zp):
+        t = inits.get(name)
+        if t is None or t.data_type != TensorProto.INT8:
+            continue
+        shifted = (numpy_helper.to_array(t).astype(np.int16) + 128).astype(np.uint8)
+        t.CopyFrom(numpy_helper.from_array(shifted, name))
+        changed.add(name)
+    outputs = {n.output[0] for n in model.graph.node if n.op_type == "QuantizeLinear" and len(n.input) > 2
+               and n.input[2] in changed}
+    for v in model.graph.value_info:  # the quantised tensors' recorded type follows
+        if v.name in outputs:
+            v.type.tensor_type.elem_type = TensorProto.UINT8
+    return len(changed)

@@ -187,6 +187,8 @@ class Runtime:
     partitions: ClassVar[bool] = False
     quantizes_dynamic: ClassVar[bool] = False  # `--quantization dynamic` (int8 weights, activations ranged per call)
     calibration_methods: ClassVar[tuple[str, ...]] = ("minmax",)  # `--calibration-method` values it honours
+    # SmoothQuant strength its static int8 uses unless `--smooth-quant` says otherwise; None: it cannot apply it
+    smooth_quant: ClassVar[float | None] = None
     # quantization-aware training through this runtime's own quantizer (`detector train --qat NAME`: prepare_qat),
     # whose learned ranges `port` then uses instead of calibrating (runtimes/_qat.py)
     qat: ClassVar[bool] = False

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..spec import SMOOTH_QUANT_DEFAULT
 from .base import Executor, Graph, Runtime, ShapeSession
 from .registry import register_runtime
 
@@ -114,6 +115,7 @@ class OnnxRuntime(Runtime):
     onnx_reference = True  # the ONNX reference executor: it proves every captured ONNX file
     quantizes_dynamic = True
     calibration_methods = ("minmax", "percentile", "entropy")
+    smooth_quant = SMOOTH_QUANT_DEFAULT  # with minmax calibration, through NNCF (_recipe)
     distributions = ("onnx", "onnxscript", "onnxruntime")
     session_class = OrtSession
     executor_class = OrtExecutor
@@ -164,18 +166,33 @@ def _int8(captured, spec, src: Path, out: Path) -> dict:
     from . import _quantize as quantize
 
     feeds = quantize.calibration_feeds(captured, spec)
-    method = spec.options.get("calibration_method", "minmax")
     keep, by_default = quantize.resolve_keep(spec.options, quantize.node_groups(src))
-    meta = quantize.quantize_qdq(src, out / "model.onnx", feeds, method=method, keep_fp32=keep)
+    recipe = _recipe(spec.options)
+    meta = recipe(src, out / "model.onnx", feeds, keep_fp32=keep)
     meta.update(calibration=spec.calibration_source, kept_by_default=by_default)
     if spec.options.get("sensitivity"):
-        meta["sensitivity"] = _sensitivity(captured, src, feeds, method)
+        meta["sensitivity"] = _sensitivity(captured, src, feeds, recipe)
     return meta
 
 
-def _sensitivity(captured, src: Path, feeds: list[dict], method: str) -> dict:
-    """Per group: quantise that group alone (everything else float) and compare to the float graph on the
-    calibration rows. The groups that move logits most are the ones `--keep-fp32` should name."""
+def _recipe(options: dict):
+    """The static quantiser: NNCF with SmoothQuant (the default, spec.SMOOTH_QUANT_DEFAULT), or ONNX Runtime's own
+    QDQ quantiser for `--smooth-quant off` and the histogram calibrations (percentile, entropy), which NNCF lacks."""
+    import functools
+
+    from . import _quantize as quantize
+
+    method = options.get("calibration_method", "minmax")
+    alpha = options.get("smooth_quant")
+    alpha = OnnxRuntime.smooth_quant if alpha is None and method == "minmax" else alpha
+    if alpha is None or alpha < 0:
+        return functools.partial(quantize.quantize_qdq, method=method)
+    return functools.partial(quantize.quantize_nncf, alpha=alpha)
+
+
+def _sensitivity(captured, src: Path, feeds: list[dict], recipe) -> dict:
+    """Per group: quantise that group alone (everything else float) with the artifact's own recipe and compare to the
+    float graph on the calibration rows. The groups that move logits most are the ones `--keep-fp32` should name."""
     import tempfile
 
     import onnxruntime as ort
@@ -185,7 +202,8 @@ def _sensitivity(captured, src: Path, feeds: list[dict], method: str) -> dict:
     task = captured.task
 
     def outputs(path):
-        s = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"])
+        s = ort.InferenceSession(str(path), session_options(), providers=["CPUExecutionProvider"],
+                                 disabled_optimizers=disabled_optimizers("int8"))
         return np.concatenate([s.run(None, f)[0] for f in feeds])
 
     ref = outputs(src)
@@ -194,7 +212,7 @@ def _sensitivity(captured, src: Path, feeds: list[dict], method: str) -> dict:
         for group in quantize.node_groups(src):
             d = Path(tmp) / group
             d.mkdir()
-            quantize.quantize_qdq(src, d / "model.onnx", feeds, method=method, only=group)
+            recipe(src, d / "model.onnx", feeds, only=group)
             agree, dl = quantize.agreement(ref, outputs(d / "model.onnx"), task)
             res[group] = {"max_abs_logit_diff": dl, "decision_agreement": agree}
     return res

@@ -125,6 +125,7 @@ class OpenVinoRuntime(Runtime):
     # and the runner records that), the AdamW update graph pinned to f32
     train_precisions = ("fp32", "bf16")
     distributions = ("openvino", "nncf")
+    smooth_quant = 0.95  # NNCF's own for MatMuls in its transformer preset, which held the demo's unseen rows (P11)
     session_class = OvSession
     executor_class = OvExecutor
 
@@ -210,14 +211,19 @@ def _nncf_int8(model, captured, spec):
     keep, by_default = resolve_keep(spec.options, dict.fromkeys(groups))
     feeds = calibration_feeds(captured, spec)
     nncf.set_log_level(logging.ERROR)  # its notices would break npuport's own status line
-    sens = _nncf_sensitivity(nncf, model, feeds, groups, captured) if spec.options.get("sensitivity") else None
-    q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)])
-    return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {len(feeds)} "
-                               "calibration batches)", "calibration": spec.calibration_source,
+    alpha = spec.options.get("smooth_quant")
+    alpha = OpenVinoRuntime.smooth_quant if alpha is None else alpha
+    sens = _nncf_sensitivity(nncf, model, feeds, groups, captured, alpha) if spec.options.get("sensitivity") else None
+    q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)], alpha)
+    sq = f"SmoothQuant alpha {alpha:g}" if alpha >= 0 else "no SmoothQuant"
+    return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {sq}, {len(feeds)} "
+                               "calibration batches)", "calibration": spec.calibration_source, "smooth_quant": alpha,
                "kept_fp32": list(keep), "kept_by_default": by_default, "nncf": nncf.__version__, **({"sensitivity": sens} if sens else {})}
 
 
-def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str]):
+def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str], alpha: float = -1):
+    from nncf.quantization.advanced_parameters import AdvancedQuantizationParameters, AdvancedSmoothQuantParameters
+
     names = [i.any_name for i in model.inputs]
     data = nncf.Dataset(feeds, lambda f: {n: f[n] for n in names})
     preset = nncf.QuantizationPreset.MIXED  # symmetric weights, asymmetric activations (the transformer default)
@@ -226,11 +232,12 @@ def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str]):
     with warnings.catch_warnings(), signal_stack_kept(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         return nncf.quantize(model.clone(), data, preset=preset, model_type=nncf.ModelType.TRANSFORMER,
-                             subset_size=len(feeds),
+                             subset_size=len(feeds), advanced_parameters=AdvancedQuantizationParameters(
+                                 smooth_quant_alphas=AdvancedSmoothQuantParameters(matmul=alpha)),
                              ignored_scope=nncf.IgnoredScope(patterns=ignored, validate=False) if ignored else None)
 
 
-def _nncf_sensitivity(nncf, model, feeds: list[dict], groups: list[str], captured) -> dict:
+def _nncf_sensitivity(nncf, model, feeds: list[dict], groups: list[str], captured, alpha: float) -> dict:
     """Per group: NNCF quantises that group alone (every other group in its ignored scope) and the result is compared
     with the float IR on the calibration rows, as ONNX Runtime's runtime does with its QDQ graphs."""
     import openvino as ov
@@ -247,7 +254,7 @@ def _nncf_sensitivity(nncf, model, feeds: list[dict], groups: list[str], capture
     ref, res = outputs(model), {}
     for g in groups:
         others = [p for o in groups if o != g for p in _group_patterns(o)]
-        agree, dl = agreement(ref, outputs(_nncf_quantize(nncf, model, feeds, others)), task)
+        agree, dl = agreement(ref, outputs(_nncf_quantize(nncf, model, feeds, others, alpha)), task)
         res[g] = {"max_abs_logit_diff": dl, "decision_agreement": agree}
     return res
 
