@@ -26,6 +26,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 from common import RESULTS, meta, write_result
@@ -54,7 +55,7 @@ def _calibration_rows(data, tmp, n: int = 256) -> str:
     return path
 
 
-def decisions(root, tmp, prog) -> dict:
+def decisions(root, tmp, prog, only: str = "") -> dict:
     model, data = root / "model", root / "data"
     common = dict(source=ModelSource(model_dir=str(model)), shapes=ShapeSpec(buckets=(32, 64, 128)), precision="int8",
                   eval_data=str(data / "val.jsonl"), calibration_data=_calibration_rows(data, tmp), capture_methods=(),
@@ -63,6 +64,7 @@ def decisions(root, tmp, prog) -> dict:
     variants = {  # each runtime's default keeps ffn_out in float (spec.DEFAULT_KEEP); "every group" quantises it too
         "onnxruntime default (NNCF, SmoothQuant 0.5)": ("onnxruntime", QuantOptions(**MEASURE)),
         "onnxruntime NNCF, SmoothQuant 0.5, every group": ("onnxruntime", QuantOptions(**NONE)),
+        "onnxruntime NNCF, SmoothQuant 0.95 (NNCF's own)": ("onnxruntime", QuantOptions(smooth_quant=0.95, **MEASURE)),
         "onnxruntime QDQ minmax (--smooth-quant off)": ("onnxruntime", QuantOptions(**off)),
         "onnxruntime QDQ minmax (--smooth-quant off), every group": ("onnxruntime",
                                                                       QuantOptions(keep_fp32=(), **off)),
@@ -70,9 +72,12 @@ def decisions(root, tmp, prog) -> dict:
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
         "openvino default (NNCF, SmoothQuant 0.95)": ("openvino", QuantOptions(**MEASURE)),
         "openvino NNCF, SmoothQuant 0.95, every group": ("openvino", QuantOptions(**NONE)),
+        "openvino NNCF, SmoothQuant 0.5": ("openvino", QuantOptions(smooth_quant=0.5, **MEASURE)),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
+        if only and only not in name:
+            continue
         t0 = time.perf_counter()
         rep = port(PortConfig(out=f"{tmp}/dec{i}", runtimes=(backend,), quant=q, **common), prog)
         r = rep["backends"][backend]["int8"]
@@ -91,7 +96,31 @@ def decisions(root, tmp, prog) -> dict:
         if quant.get("sensitivity"):
             row["sensitivity"] = quant["sensitivity"]
         out[name] = {**row, "seconds": round(time.perf_counter() - t0, 1)}
+    arts = {n: next(iter((Path(tmp) / f"dec{i}").glob("*-int8"))) for i, n in enumerate(variants)
+            if n in out and not out[n]["refused"]}
+    for n, ms in _interleaved_p50(arts).items():  # each port's own 10 runs are not side by side: these are
+        out[n]["p50_ms_at_128"] = ms
     return out
+
+
+def _interleaved_p50(arts: dict, rounds: int = 40) -> dict:
+    """p50 ms of every written artifact at 1 x 128 on one 128-token row, interleaved round by round (drift and a
+    process's first-call effects hit every variant alike)."""
+    from npuport.artifact import load_session
+    from npuport.runtimes.base import feeds_of
+
+    ids = np.arange(5, 5 + 128, dtype=np.int64)[None]
+    feeds = feeds_of(ids, np.ones_like(ids))
+    sessions = {n: load_session(str(a))[1] for n, a in arts.items()}
+    times = {n: [] for n in sessions}
+    for s in sessions.values():
+        s.run(feeds)
+    for _ in range(rounds):
+        for n, s in sessions.items():
+            t0 = time.perf_counter()
+            s.run(feeds)
+            times[n].append((time.perf_counter() - t0) * 1e3)
+    return {n: round(statistics.median(v), 2) for n, v in times.items()}
 
 
 def speed(tmp, runs: int, prog) -> dict:
@@ -161,6 +190,9 @@ PARTS = ("decisions", "overhead", "speed")
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10, help="timed runs per path in the speed part")
+    ap.add_argument("--variants", default="", metavar="TEXT",
+                    help="decisions: re-run only the variants whose name contains TEXT; the others are kept from the "
+                         "last result (e.g. a variant timed while other work shared the cores)")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help="which parts to run (comma-separated; default all); the others are kept from the last result")
     args = ap.parse_args()
@@ -176,7 +208,8 @@ def main():
         for part in parts:
             t0 = time.perf_counter()
             head = meta("p11_int8.py")
-            body = {"decisions": lambda: {"variants": decisions(root, tmp, prog)},
+            kept = (previous.get("decisions") or {}).get("variants", {}) if args.variants else {}
+            body = {"decisions": lambda: {"variants": {**kept, **decisions(root, tmp, prog, args.variants)}},
                     "overhead": lambda: overhead(root, tmp, prog),
                     "speed": lambda: speed(tmp, args.runs, prog)}[part]()
             res[part] = {"date": head["date"], "machine": head["machine"], "versions": head["versions"],

@@ -419,7 +419,23 @@ def _gpu_row(results):
         yield {}, "not measured: no GPU was lent to the sessions that worked on P11", (None,), "—"
 
 
+def _default_recipe_rows(results):
+    """Each CPU runtime's default int8 recipe (the variant p11_int8.py names "<runtime> default"), judged on the rows
+    nothing was calibrated or gated on: the lower of test and test_family."""
+    r = results["p11_int8"]
+    for name, v in (r.get("decisions") or {}).get("variants", {}).items():
+        if " default" not in name or v.get("refused"):
+            continue
+        fam = v.get("family_decision_agreement")
+        shown = (f"{name}: test {v['decision_agreement']:.2%} ({v['rows']} rows), test_family "
+                 + (f"{fam:.2%}" if fam is not None else "not measured"))
+        yield ({"runtime": v["runtime"]}, shown, (min(v["decision_agreement"], fam) if fam is not None else None,),
+               _flags(r["decisions"]), (_decisions_bar(r),))
+
+
 P11_GOALS = [
+    Goal("int8 default recipe on {runtime}: decisions on unseen rows (test, test_family)", "p11_int8", (),
+         _default_recipe_rows, goal="{0}"),
     Goal("best fp32 path vs best fp32 peer, mmBERT-base 1 × 512", "b1_peers", (Bar(">=", 1.05, times),),
          _peer_fp32_row, goal="{0}"),
     Goal("int8 (static, calibrated) vs eager fp32, 1 × 512; decisions on the eval data", "p11_int8", (), _int8_row),

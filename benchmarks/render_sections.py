@@ -681,7 +681,7 @@ def p11_section(r: dict, link: str) -> list[str]:
                 f"reported by `npuport verify` against eager fp32 on the test split (unseen personas) and on test_family "
                 f"(unseen personas in a template family no training row saw) ({src}). {machine_line(dec)}.", "",
                 *head("| int8 variant | kept in fp32 | val (gate) | test decisions | test_family decisions | max abs Δlogit (test) | "
-                f"p50 ms @128 | held-out ≥ {r['goal_agreement']:.1%} |")]
+                f"p50 ms @128 (interleaved) | held-out ≥ {r['goal_agreement']:.1%} |")]
         for n, v in dec["variants"].items():
             if v["refused"]:
                 out.append(f"| {n} | {', '.join(v['kept_fp32']) or '—'} | {v['gate_agreement']:.2%} | refused | — | — | — "

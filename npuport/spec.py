@@ -84,9 +84,9 @@ ROLE_GROUPS = ("layernorm", "gelu")
 # SmoothQuant (Xiao et al., 2023): before int8, each MatMul's activation channels are divided by s_j and its weight
 # rows multiplied by s_j = max|x_j|^a / max|w_j|^(1-a), which is exact in float and moves the outlier channels' range
 # into the weights, quantised per channel. a = 0.5 is the paper's default and ONNX Runtime's (SmoothQuantAlpha).
-# On the demo detector (ONNX Runtime int8, ffn_out in float, calibrated on 64 val rows) it was what held unseen rows:
-# test_family 98.0 % (ONNX Runtime's QDQ, MinMax) -> 99.4 % (NNCF's transformer preset, a = 0.95) -> 99.7 % (a = 0.5),
-# max |dlogit| 1.8 -> 0.8 -> 0.45 (benchmarks/p11_int8.py).
+# On the demo detector (ONNX Runtime int8, ffn_out in float) it was what held the unseen rows (test_family) that ONNX
+# Runtime's own QDQ quantiser flipped; NNCF's own 0.95 held fewer, 0.5 more and with half the logit drift (the P11
+# table in benchmarks/RESULTS.md, benchmarks/p11_int8.py).
 SMOOTH_QUANT_DEFAULT = 0.5
 
 
