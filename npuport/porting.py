@@ -185,15 +185,8 @@ def compile_specs(names, shapes: ShapeSpec, precision: str | None, device: str |
     return specs
 
 
-def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
-    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
-    specs = compile_specs(cfg.runtimes, cfg.shapes, cfg.precision, cfg.device)
-    if cfg.source.module is not None:  # a module object has no directory form: runtimes that run the source refuse
-        eager = [n for n in specs if get_runtime(n).saves_source]
-        if eager:
-            able = runtime_names(ports=True, saves_source=False)
-            raise ConfigError(f"{', '.join(eager)} saves and runs the source model itself, and a module object has no "
-                              f"saved form; port it to graph runtimes: {', '.join(able)}")
+def _check_quant_flags(cfg: PortConfig, specs: dict[str, CompileSpec]) -> None:
+    """Every integer-precision flag must mean something to every runtime it reaches: refuse before anything loads."""
     # Asked for by name, an integer precision must show on data that it keeps decisions. A runtime whose own default
     # is integer (ethos-u) still ports without data; its report says the decisions were not checked.
     if cfg.precision in INTEGER_PRECISIONS and cfg.quant.min_agreement > 0 and not cfg.eval_data:
@@ -234,6 +227,18 @@ def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
         whose = " / ".join(get_runtime(n).description.split(" (")[0] for n in able) or "no runtime"
         raise ConfigError(f"--quantization dynamic is {whose}'s (--runtime {','.join(able)}); "
                           f"{', '.join(static_only)} quantise statically")
+
+
+def load_inputs(cfg: PortConfig, progress: Progress) -> _Inputs:
+    """Stage 1, load: runtimes, devices and precisions, eval data, the model and its tokenizer."""
+    specs = compile_specs(cfg.runtimes, cfg.shapes, cfg.precision, cfg.device)
+    if cfg.source.module is not None:  # a module object has no directory form: runtimes that run the source refuse
+        eager = [n for n in specs if get_runtime(n).saves_source]
+        if eager:
+            able = runtime_names(ports=True, saves_source=False)
+            raise ConfigError(f"{', '.join(eager)} saves and runs the source model itself, and a module object has no "
+                              f"saved form; port it to graph runtimes: {', '.join(able)}")
+    _check_quant_flags(cfg, specs)
     specs = {n: dataclasses.replace(s, options={**s.options, **cfg.quant.options()}) if s.precision in INTEGER_PRECISIONS
              else s for n, s in specs.items()}
     progress("loading model")
