@@ -134,7 +134,7 @@ def main():
         ins = r.executors["fused"].input_names
         vals = [*r.cur, np.asarray(1.0, np.float32), np.asarray(1e-3, np.float32), x, y]
         feeds = dict(zip(ins, vals))
-        out["onnxruntime_profile"] = op_profile(work / "onnxruntime" / "fused.onnx", feeds, a.threads)
+        out["onnxruntime_profile"] = op_profile(r.workdir / r.graphs["fused"]["file"], feeds, a.threads)
     write_result(a.name, out)
 
 

@@ -9,6 +9,8 @@ NPU-friendly gather-free graph, so both forms and both graph flavours are covere
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pytest
 import torch
@@ -152,3 +154,19 @@ def test_tier1_standard_graph_large_batch_multithreaded(backend, data, tmp_path,
         assert np.array_equal(g, g2), f"{name}: gradient differs between two identical runs"
         torch.testing.assert_close(torch.as_tensor(g), torch.as_tensor(gr), rtol=1e-5, atol=1e-8,
                                    msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_graphs_of_other_shapes_sharing_a_directory_never_replace_each_other(data, tmp_path):
+    """Ranks and parallel test workers share one graph directory. A step graph of another shape or flavour must not
+    take the file a runner checked and is about to compile (CI once compiled a 86-input gradient graph for a
+    158-input runner when two workers both wrote `grad.onnx`)."""
+    vocab, _ = data
+    a = make("onnxruntime", vocab, tmp_path / "a", form="split", graphs=tmp_path / "shared")
+    b = make("onnxruntime", vocab, tmp_path / "b", form="split", gather_free=True, graphs=tmp_path / "shared")
+    for r in (a, b):
+        for g in r.graphs.values():
+            on_disk = hashlib.sha256((tmp_path / "shared" / g["file"]).read_bytes()).hexdigest()
+            assert on_disk == g["sha256"], f"{g['file']} was replaced by another runner's graph"
+    assert a.graphs["grad"]["file"] != b.graphs["grad"]["file"]
+    again = make("onnxruntime", vocab, tmp_path / "c", form="split", graphs=tmp_path / "shared")
+    assert all(g.get("reused") for g in again.graphs.values())  # the same key still finds its file

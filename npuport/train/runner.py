@@ -224,9 +224,11 @@ class GraphRunner(StepRunner):
         return info, (gm, self.fns.example_args(kind, self.batch, seq_len))
 
     def _export(self, kind: str, name: str, seq_len: int) -> dict:
-        path = self.workdir / f"{name}.onnx"
-        sidecar = self.workdir / f"{name}.json"
         key = _graph_key(self.fns, kind, self.batch, seq_len)
+        # The key is in the file name: runs of other models or shapes sharing the directory (ranks, parallel test
+        # workers) never replace this graph between the check below and a runtime's reading of it.
+        path = self.workdir / f"{name}.{key[:16]}.onnx"
+        sidecar = path.with_suffix(".json")
         if path.is_file() and sidecar.is_file():
             info = json.loads(sidecar.read_text())
             if info.get("key") == key and info.get("sha256") == hashlib.sha256(path.read_bytes()).hexdigest():
