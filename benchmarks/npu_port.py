@@ -72,7 +72,8 @@ def main():
     ap.add_argument("--buckets", default="64,128")
     ap.add_argument("--mmbert-timeout", type=int, default=900)
     ap.add_argument("--skip-mmbert", action="store_true")
-    ap.add_argument("--mmbert-targets", default="qnn-fp16,ethos-u-int8")
+    ap.add_argument("--mmbert-targets", default="qnn-fp16,ethos-u-int8,ethos-u-int8@ethos-u85-256",
+                    help="runtime-precision pairs, each optionally @DEVICE (default: the runtime's own device)")
     ap.add_argument("--mmbert-check-only", action="store_true",
                     help="with --merge: do not retry a port that failed before; run `npuport check` on it")
     ap.add_argument("--targets", default=TARGETS, help=f"runtime-precision pairs (default {TARGETS})")
@@ -83,17 +84,19 @@ def main():
     from npuport.ui import Progress
 
     tmp = Path(tempfile.mkdtemp(prefix="npuport-npu-"))
-    demo = build_demo(DemoBuildConfig(init="minilm"), Progress(enabled=True), show_bar=False)
-    evalf, calibf = tmp / "eval.jsonl", tmp / "calib.jsonl"
-    evalf.write_text(rows(demo / "data" / "test.jsonl", a.eval_rows, 0))
-    calibf.write_text(rows(demo / "data" / "val.jsonl", a.calib_rows, 1))
+    targets = [t for t in a.targets.split(",") if t]
+    if targets:  # the demo is built (or taken from the cache) only when a detector target is asked for
+        demo = build_demo(DemoBuildConfig(init="minilm"), Progress(enabled=True), show_bar=False)
+        evalf, calibf = tmp / "eval.jsonl", tmp / "calib.jsonl"
+        evalf.write_text(rows(demo / "data" / "test.jsonl", a.eval_rows, 0))
+        calibf.write_text(rows(demo / "data" / "val.jsonl", a.calib_rows, 1))
     out = {**meta("npu_port.py"), "demo_model": "demo detector v2 (all-MiniLM-L6-v2 init)", "buckets": a.buckets,
            "eval_rows": a.eval_rows, "calibration_rows": a.calib_rows, "detector": {}, "mmbert_small": {}}
     old = HERE / "results" / "npu_port.json"
     if a.merge and old.exists():
         prev = json.loads(old.read_text())
         out["detector"], out["mmbert_small"] = prev["detector"], prev.get("mmbert_small", {})
-    for pair in filter(None, a.targets.split(",")):
+    for pair in targets:
         runtime, prec = pair.rsplit("-", 1)
         d = tmp / f"demo-{runtime}-{prec}"
         rc, tail, wall = port_cli([
@@ -106,26 +109,30 @@ def main():
         print(key, json.dumps(out["detector"][key])[:400], flush=True)
         write_result("npu_port", out)
     if not a.skip_mmbert:
-        for runtime, prec in [p.rsplit("-", 1) for p in a.mmbert_targets.split(",")]:
-            d = tmp / f"mmbert-{runtime}"
-            prev = out["mmbert_small"].get(f"{runtime}-{prec}", {})
+        for target in filter(None, a.mmbert_targets.split(",")):
+            pair, _, device = target.partition("@")
+            runtime, prec = pair.rsplit("-", 1)
+            d = tmp / f"mmbert-{runtime}-{device or 'default'}"
+            on = ["--device", device] if device else []
+            prev = out["mmbert_small"].get(target, {})
             if a.mmbert_check_only and "failed" in prev:  # keep the earlier port attempt, add the pre-flight
                 rc, tail, wall = None, prev["failed"], prev["wall_s"]
             else:
                 rc, tail, wall = port_cli(["port", "--preset", "mmbert-small", "--random-init", "-o", str(d),
-                                           "--backend", runtime, "--precision", prec, "--seq-len", "128",
+                                           "--backend", runtime, "--precision", prec, "--seq-len", "128", *on,
                                            "--bench-runs", "1", "--min-agreement", "0"], a.mmbert_timeout)
-            out["mmbert_small"][f"{runtime}-{prec}"] = ({"wall_s": round(wall, 1), **summarise(d, runtime, prec)}
+            out["mmbert_small"][target] = ({"wall_s": round(wall, 1), **summarise(d, runtime, prec)}
                                                         if rc in (0, 1) else {"wall_s": round(wall, 1), "failed": tail})
             if rc not in (0, 1):  # what the target's partitioner says, from `npuport check` (no lowering, no Vela)
                 cj = tmp / f"check-{runtime}.json"
                 rc2, tail2, wall2 = port_cli(["check", "--preset", "mmbert-small", "--random-init", "--seq-len", "128",
-                                              "--backend", runtime, "--precision", prec, "--json", str(cj)], a.mmbert_timeout)
+                                              "--backend", runtime, "--precision", prec, *on, "--json", str(cj)],
+                                             a.mmbert_timeout)
                 t = json.loads(cj.read_text())["targets"][runtime] if cj.exists() else {"verdict": tail2}
-                out["mmbert_small"][f"{runtime}-{prec}"]["check"] = {
+                out["mmbert_small"][target]["check"] = {
                     "wall_s": round(wall2, 1), "verdict": t["verdict"], "partitions": t.get("partitions"),
                     "host_ops": t.get("host_ops", {}), "rejected": t.get("rejected", [])[:10]}
-            print(runtime, json.dumps(out["mmbert_small"][f"{runtime}-{prec}"])[:400], flush=True)
+            print(target, json.dumps(out["mmbert_small"][target])[:400], flush=True)
             write_result("npu_port", out)
 
 

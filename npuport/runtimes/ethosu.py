@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ArtifactError, ConfigError
+from ._provenance import shared_provenance
 from .base import Runtime, ShapeSession
 from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
 from .registry import register_runtime
@@ -343,7 +344,7 @@ class EthosURuntime(Runtime):
         part_log.addHandler(handler)
         part_log.setLevel(logging.INFO)
         try:
-            with warnings.catch_warnings(), quiet():
+            with warnings.catch_warnings(), quiet(), shared_provenance():
                 warnings.simplefilter("ignore")
                 qm = quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
                 ep = torch.export.export(qm, tuple(example), strict=True)
@@ -370,7 +371,7 @@ class EthosURuntime(Runtime):
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        with warnings.catch_warnings(), quiet():
+        with warnings.catch_warnings(), quiet(), shared_provenance():
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
