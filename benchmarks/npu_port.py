@@ -16,6 +16,7 @@ that cannot take it is reported with what failed and why.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import random
 import subprocess
@@ -42,7 +43,9 @@ def summarise(out: Path, runtime: str, precision: str) -> dict:
     meta_ = m["runtime"]["meta"]
     res = {"pass": b["pass"], "executes": b["executes"], "compile_seconds": b["compile_seconds"],
            "disk_mb": b["disk_mb"], "simulated_p50_ms": b["p50_ms"], "parity": b["parity"],
-           "whole_graph_on_npu": meta_.get("whole_graph_on_npu"), "calibration": meta_.get("calibration")}
+           "whole_graph_on_npu": meta_.get("whole_graph_on_npu"), "calibration": meta_.get("calibration"),
+           "rope_layout": meta_.get("rope_layout"),
+           "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
     if runtime == "qnn":
         res["host_ops"] = meta_["host_ops"]
     else:
@@ -50,7 +53,8 @@ def summarise(out: Path, runtime: str, precision: str) -> dict:
                                  "clock_mhz": v["vela"][0]["clock_mhz"], "host_ops": v["host_ops"], "proof": v["proof"],
                                  "sram_kib": max(x["sram_kib"] for x in v["vela"]),
                                  "flash_kib": sum(x["off_chip_flash_kib"] for x in v["vela"]),
-                                 "top_ops": max(v["vela"], key=lambda x: x["cycles"])["top_ops"][:6]}
+                                 "top_ops": max(v["vela"], key=lambda x: x["cycles"])["top_ops"][:6],
+                                 "compile_s": v.get("compile_s")}
                              for s, v in meta_["shapes"].items()}
     return res
 

@@ -401,8 +401,11 @@ def npu_port_section(r: dict, link: str) -> list[str]:
             p = v["parity"]["probes"]
             per = ("; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.1f} ms at {b['clock_mhz']:g} MHz, "
                              f"SRAM {b['sram_kib']:,.0f} KiB, flash {b['flash_kib']:,.0f} KiB, {b['partitions']} "
-                             f"partition(s)" for s, b in v["per_bucket"].items()) + "; " if "per_bucket" in v else "")
-            per += f"compile {v['compile_seconds']:.0f} s, whole port {v['wall_s']:.0f} s"
+                             f"partition(s)" + (f", compile: quantise {b['compile_s']['quantize']:.0f} s, lower "
+                                                f"{b['compile_s']['lower']:.0f} s" if b.get("compile_s") else "")
+                             for s, b in v["per_bucket"].items()) + "; " if "per_bucket" in v else "")
+            per += f"compile {v['compile_seconds']:.0f} s, whole port {v['wall_s']:.0f} s" + (
+                f" ({v['date'][:10]})" if v.get("date") else "")
             out.append(f"| mmBERT-small {name} (probes) | {v['executes']} | {p['max_abs_logit_diff']:.1e} | "
                        f"{p['decision_agreement']:.1%} | {'yes' if v['whole_graph_on_npu'] else 'no'} | "
                        f"{'PASS' if v['pass'] else 'FAIL'} | {per} |")

@@ -18,6 +18,7 @@ import contextlib
 import csv
 import json
 import logging
+import time
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -27,6 +28,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ConfigError
 from ._provenance import shared_provenance
+from ._rope_layout import rope_in_token_layout
 from .base import Runtime, ShapeSession
 from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
 from .registry import register_runtime
@@ -213,6 +215,7 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     example = captured.example(shape)
     raised, _ = raised_groups(spec, module_groups(captured.static))
     qat_fq = None
+    t0 = time.perf_counter()
     if spec.options.get("qat"):  # the ranges QAT trained, not a calibration
         from .ethosu_qat import from_qat
 
@@ -223,8 +226,10 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
                        host=tuple(spec.options.get("keep_fp32") or ()))
     with torch.no_grad():
         ep = torch.export.export(qm, tuple(example), strict=True)
+    t1 = time.perf_counter()
     with _vela_parts(work / f"{b}x{t}") as parts:
         edge = to_edge_transform_and_lower(ep, partitioner=[EthosUPartitioner(eu_spec)])
+    t2 = time.perf_counter()
     program = edge.exported_program()
     delegates, ids_of = [], {}
     for name, lowered in program.graph_module.named_children():
@@ -242,6 +247,8 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     edgegraph.save(out, f"ethosu_{b}x{t}_host", graph, tensors)
     # last: to_executorch plans memory in place (out-variant kernels), after which the graph is no longer portable
     (out / f"ethosu_{b}x{t}.pte").write_bytes(edge.to_executorch().buffer)
+    # where this shape's compile time went (Vela's own share is in each partition's figures)
+    seconds = {"quantize": round(t1 - t0, 1), "lower": round(t2 - t1, 1), "pte": round(time.perf_counter() - t2, 1)}
     host_ops = Counter(n["op"] for n in graph["nodes"] if n["op"] not in ("constant", "delegate_ref", "delegate", "getitem"))
     # The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
     # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
@@ -259,7 +266,7 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
                 qf.append(float((qat_fq[i] - got).abs().max()))
     vela = [d["vela"] for d in delegates]
     return {
-        "partitions": len(delegates), "vela": vela,
+        "partitions": len(delegates), "vela": vela, "compile_s": seconds,
         "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
         "host_ops": dict(sorted(host_ops.items())),
         "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq),
@@ -344,7 +351,7 @@ class EthosURuntime(Runtime):
         part_log.addHandler(handler)
         part_log.setLevel(logging.INFO)
         try:
-            with warnings.catch_warnings(), quiet(), shared_provenance():
+            with warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout():
                 warnings.simplefilter("ignore")
                 qm = quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
                 ep = torch.export.export(qm, tuple(example), strict=True)
@@ -371,7 +378,7 @@ class EthosURuntime(Runtime):
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        with warnings.catch_warnings(), quiet(), shared_provenance():
+        with warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout() as rope_moved:
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
@@ -391,6 +398,8 @@ class EthosURuntime(Runtime):
                                       "held; weights: per-channel min-max of the trained weights)" if qat else
                                       "histogram (activations: HistogramObserver; weights: per-channel min-max)",
                 **({"qat": {k: v for k, v in qat.items() if k != "ranges"}} if qat else {}),
+                **({"rope_layout": "applied in (B, T, H, D), before the head transpose: the same values, and no "
+                                   "permutes through the rotation for the Arm backend to move"} if rope_moved else {}),
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
                 "kept_fp32": host,
                 **({"sensitivity": _sensitivity(captured, spec)} if spec.options.get("sensitivity")

@@ -1,0 +1,93 @@
+"""P13 #3: what each Ethos-U compile-time change buys, and how the compile grows with the layer count.
+
+ModernBERT detectors of the `tiny-modernbert` width (random init) with 3 and 6 layers, one bucket, ported for one
+Ethos-U target (`npuport port`, in this process) under four variants: neither change, only the shared node
+provenance (`npuport/runtimes/_provenance.py`), only RoPE in token layout (`_rope_layout.py`), and both (what
+npuport does). The benchmark switches a change off by replacing its context manager with an empty one; npuport
+itself has no such switch. Per run: the compile's seconds (as the manifest records them), the whole-graph retraces
+of ExecuTorch's permute propagation passes and their seconds (counted by wrapping the pass's `_retrace`), Vela's
+cycle estimate, and the exact proof (fake-quantised PyTorch vs the TOSA reference model). What executes: the compile
+is real (ExecuTorch's Arm backend, Vela); the proof runs on the TOSA reference model.
+
+    python benchmarks/ethosu_compile_time.py [--layers 3,6] [--target ethos-u85-256] [--seq-len 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from common import meta, write_result
+
+VARIANTS = {"neither": (False, False), "provenance": (True, False), "rope-layout": (False, True), "both": (True, True)}
+
+
+@contextlib.contextmanager
+def _off():
+    yield []
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--layers", default="3,6")
+    ap.add_argument("--target", default="ethos-u85-256")
+    ap.add_argument("--seq-len", type=int, default=64)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    a = ap.parse_args()
+
+    from executorch.backends.transforms import propagate_view_copy_permute_pass as prop
+
+    from npuport.cli import main as cli
+    from npuport.models.detector import build_preset
+    from npuport.runtimes import ethosu
+
+    counted = {"retraces": 0, "seconds": 0.0}
+    retrace = prop.PropagateViewCopyPermutePass._retrace
+
+    def counting(self, gm):
+        t0 = time.perf_counter()
+        try:
+            return retrace(self, gm)
+        finally:
+            counted["retraces"] += 1
+            counted["seconds"] += time.perf_counter() - t0
+
+    prop.PropagateViewCopyPermutePass._retrace = counting
+    keep = {"provenance": ethosu.shared_provenance, "rope": ethosu.rope_in_token_layout}
+    tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-time-"))
+    out = {**meta("ethosu_compile_time.py"), "target": a.target, "seq_len": a.seq_len, "runs": {}}
+    for layers in [int(x) for x in a.layers.split(",")]:
+        model = tmp / f"modernbert-{layers}"
+        build_preset("tiny-modernbert", seed=0, num_hidden_layers=layers).save_pretrained(model)
+        for name in a.variants.split(","):
+            provenance, rope = VARIANTS[name]
+            ethosu.shared_provenance = keep["provenance"] if provenance else _off
+            ethosu.rope_in_token_layout = keep["rope"] if rope else _off
+            counted.update(retraces=0, seconds=0.0)
+            d = tmp / f"{layers}-{name}"
+            t0 = time.perf_counter()
+            rc = cli(["-q", "port", str(model), "-o", str(d), "--backend", "ethos-u", "--device", a.target,
+                      "--seq-len", str(a.seq_len), "--bench-runs", "1", "--min-agreement", "0"])
+            wall = time.perf_counter() - t0
+            report = json.loads((d / "report.json").read_text())
+            b = next(iter(report["backends"]["ethos-u"].values()))
+            shape = json.loads((d / b["artifact"] / "manifest.json").read_text())["runtime"]["meta"]["shapes"]
+            (s,) = shape.values()
+            out["runs"][f"{layers}L/{name}"] = {
+                "layers": layers, "variant": name, "exit_code": rc, "wall_s": round(wall, 1),
+                "compile_seconds": b["compile_seconds"], "compile_s": s.get("compile_s"),
+                "propagation_retraces": counted["retraces"], "propagation_s": round(counted["seconds"], 1),
+                "cycles": s["cycles"], "estimated_ms": s["estimated_ms"], "partitions": s["partitions"],
+                "fake_quant_vs_reference_max_abs": s["proof"]["fake_quant_vs_reference_max_abs"],
+                "float_vs_reference_max_abs": s["proof"]["float_vs_reference_max_abs"]}
+            print(f"{layers}L/{name}", json.dumps(out["runs"][f"{layers}L/{name}"]), flush=True)
+            write_result("ethosu_compile_time", out)
+    ethosu.shared_provenance, ethosu.rope_in_token_layout = keep["provenance"], keep["rope"]
+
+
+if __name__ == "__main__":
+    main()
