@@ -63,6 +63,7 @@ SECTIONS = [
     Section("npu_qat", s.npu_qat_section, True),
     Section("npu_qat_labels", s.npu_qat_section, False),
     Section("ethosu_profile", s.ethosu_profile_section, False),
+    Section("ethosu_compile_time", npu.ethosu_compile_time_section, False),
     Section("lm_qnn_control", s.lm_npu_section, True),
     Section("detector_control", s.detector_control_section, True),
     Section("detector_control_bf16", s.detector_control_section, True),

@@ -59,3 +59,21 @@ def ethosu_localise_section(r: dict, link: str) -> list[str]:
         out.append(row(f"{len(ids)} others ({ids[0]}, {ids[1]}, …)", "each layer's attention scores: softmax "
                        "(exp, reciprocal)", *agg(attention), *agg([other[i] for i in ids if i in other])))
     return out
+
+
+def ethosu_compile_time_section(r: dict, link: str) -> list[str]:
+    """What each Ethos-U compile-time change buys, at two layer counts (P13 #3)."""
+    out = [f"**Ethos-U compile time: what each change buys (P13)** — ModernBERT detectors of the tiny-modernbert "
+           f"width (random init) at 1 × {r['seq_len']} for {r['target']}, `npuport port` with each change switched "
+           f"off by the benchmark (npuport has no switch): the shared node provenance and RoPE in token layout. "
+           "Permute propagation = ExecuTorch's Arm passes that move permutes, retracing the whole graph between "
+           f"dependent moves ([script]({link}/ethosu_compile_time.py), [JSON]({link}/results/{r['_file']})). "
+           f"{machine_line(r)}.", "",
+           *head("| layers | variant | compile s | of it: lowering s | permute propagation: retraces, s | "
+                 "Vela cycles | fake-quant vs reference |")]
+    for v in r["runs"].values():
+        low = v["compile_s"]["lower"] if v.get("compile_s") else "—"
+        out.append(row(v["layers"], v["variant"], f"{v['compile_seconds']:.0f}", low,
+                       f"{v['propagation_retraces']}, {v['propagation_s']:.0f}", f"{v['cycles']:,}",
+                       f"{v['fake_quant_vs_reference_max_abs']:.1e}"))
+    return out

@@ -401,7 +401,9 @@ def npu_port_section(r: dict, link: str) -> list[str]:
             p = v["parity"]["probes"]
             per = ("; ".join(f"{s}: {b['cycles']:,} cycles = {b['estimated_ms']:.1f} ms at {b['clock_mhz']:g} MHz, "
                              f"SRAM {b['sram_kib']:,.0f} KiB, flash {b['flash_kib']:,.0f} KiB, {b['partitions']} "
-                             f"partition(s)" + (f", compile: quantise {b['compile_s']['quantize']:.0f} s, lower "
+                             f"partition(s), fake-quant vs reference {b['proof']['fake_quant_vs_reference_max_abs']:.1e}, "
+                             f"costliest op {b['top_ops'][0]['op']} {b['top_ops'][0]['share']:.0%} of cycles"
+                             + (f", compile: quantise {b['compile_s']['quantize']:.0f} s, lower "
                                                 f"{b['compile_s']['lower']:.0f} s" if b.get("compile_s") else "")
                              for s, b in v["per_bucket"].items()) + "; " if "per_bucket" in v else "")
             per += f"compile {v['compile_seconds']:.0f} s, whole port {v['wall_s']:.0f} s" + (

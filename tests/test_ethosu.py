@@ -43,6 +43,9 @@ def test_port_carries_vela_figures_and_the_exact_reference_proof(ported):
     assert shape["cycles"] == sum(v["cycles"] for v in vela) > 0 and all(v["clock_mhz"] == 500 for v in vela)
     assert shape["estimated_ms"] > 0 and all(v["npu_ops"] > 0 and v["top_ops"] for v in vela)
     assert "aten.index_select.default" in shape["host_ops"]  # the U55 has no Gather: the embedding stays on the host
+    assert set(shape["compile_s"]) == {"quantize", "lower", "pte"} and shape["compile_s"]["lower"] > 0
+    # the tiny ModernBERT's rotation ran in token layout while it was exported (the same values: test_rope_layout)
+    assert meta["rope_layout"].startswith("applied in (B, T, H, D)")
     assert meta["calibration"].startswith("--eval-data eval.jsonl (12 rows)")
     # int8 quantises LayerNorm as the model has it (the scaled form measured worse there: ethosu_quant.scales_layernorm)
     assert meta["layernorm_form"] == "as the model has it" and shape["proof"]["integer_form_vs_float_max_abs"] < 1e-4
