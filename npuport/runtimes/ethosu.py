@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import ArtifactError, ConfigError
 from ._provenance import shared_provenance
+from ._qkv_layout import separate_qkv_projections
 from ._rope_layout import rope_in_token_layout
 from .base import Runtime, ShapeSession
 from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
@@ -351,7 +352,8 @@ class EthosURuntime(Runtime):
         part_log.addHandler(handler)
         part_log.setLevel(logging.INFO)
         try:
-            with warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout():
+            with warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout(), \
+                    separate_qkv_projections():
                 warnings.simplefilter("ignore")
                 qm = quantize(captured.export, captured.static, example, captured.probes((b, t)), eu_spec, spec.precision)
                 ep = torch.export.export(qm, tuple(example), strict=True)
@@ -378,7 +380,8 @@ class EthosURuntime(Runtime):
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        with warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout() as rope_moved:
+        with (warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout() as rope_moved,
+              separate_qkv_projections() as qkv_split):
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
@@ -400,6 +403,8 @@ class EthosURuntime(Runtime):
                 **({"qat": {k: v for k, v in qat.items() if k != "ranges"}} if qat else {}),
                 **({"rope_layout": "applied in (B, T, H, D), before the head transpose: the same values, and no "
                                    "permutes through the rotation for the Arm backend to move"} if rope_moved else {}),
+                **({"qkv_projections": "separate (the three row blocks of Wqkv): each of q, k, v has its own head "
+                                       "transpose, not one of the whole q|k|v tensor"} if qkv_split else {}),
                 "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
                 "kept_fp32": host,
                 **({"sensitivity": _sensitivity(captured, spec)} if spec.options.get("sensitivity")
