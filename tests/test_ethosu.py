@@ -46,6 +46,7 @@ def test_port_carries_vela_figures_and_the_exact_reference_proof(ported):
     assert set(shape["compile_s"]) == {"quantize", "lower", "pte"} and shape["compile_s"]["lower"] > 0
     # the tiny ModernBERT's rotation ran in token layout while it was exported (the same values: test_rope_layout)
     assert meta["rope_layout"].startswith("applied in (B, T, H, D)")
+    assert meta["qkv_projections"].startswith("separate")  # the same values: test_qkv_layout
     assert meta["calibration"].startswith("--eval-data eval.jsonl (12 rows)")
     # int8 quantises LayerNorm as the model has it (the scaled form measured worse there: ethosu_quant.scales_layernorm)
     assert meta["layernorm_form"] == "as the model has it" and shape["proof"]["integer_form_vs_float_max_abs"] < 1e-4
