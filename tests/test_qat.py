@@ -52,6 +52,8 @@ def test_port_uses_the_trained_ranges_and_proves_them_on_the_reference_model(por
     meta = ported["runtime"]["meta"]
     assert meta["calibration"].startswith("quantization-aware training (9 steps at 4x16")
     assert meta["quantization"].endswith("ranges from quantization-aware training") and meta["qat"]["steps"] == 9
+    # the graph as QAT exported it (HF's attention layout), so its trained fake-quant modules match
+    assert "qkv_projections" not in meta and "rope_layout" not in meta
     proof = meta["shapes"]["1x16"]["proof"]
     # the integer graph equals its q/dq PyTorch form bit for bit, and the trained fake-quant graph within rounding
     assert proof["fake_quant_vs_reference_max_abs"] == 0.0

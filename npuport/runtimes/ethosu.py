@@ -106,6 +106,17 @@ def _delegate_meta(lowered) -> list[dict]:
 
 
 @contextlib.contextmanager
+def _graph_layout(qat: bool):
+    """ModernBERT's attention in the NPU-friendly layout while the compile exports it (_rope_layout, _qkv_layout).
+    Not for a QAT port: its trained fake-quant modules belong to the graph as QAT exported it (HF's layout)."""
+    if qat:
+        yield [], []
+        return
+    with rope_in_token_layout() as rope, separate_qkv_projections() as qkv:
+        yield rope, qkv
+
+
+@contextlib.contextmanager
 def _stdout_silenced():
     import os
     import sys
@@ -380,8 +391,8 @@ class EthosURuntime(Runtime):
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")
-        with (warnings.catch_warnings(), quiet(), shared_provenance(), rope_in_token_layout() as rope_moved,
-              separate_qkv_projections() as qkv_split):
+        with (warnings.catch_warnings(), quiet(), shared_provenance(),
+              _graph_layout(bool(spec.options.get("qat"))) as (rope_moved, qkv_split)):
             warnings.simplefilter("ignore")
             for b, t in spec.shapes.shapes():
                 per_shape[f"{b}x{t}"] = _compile_shape(captured, spec, (b, t), out, work)
