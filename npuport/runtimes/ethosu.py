@@ -262,8 +262,22 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
     # where this shape's compile time went (Vela's own share is in each partition's figures)
     seconds = {"quantize": round(t1 - t0, 1), "lower": round(t2 - t1, 1), "pte": round(time.perf_counter() - t2, 1)}
     host_ops = Counter(n["op"] for n in graph["nodes"] if n["op"] not in ("constant", "delegate_ref", "delegate", "getitem"))
-    # The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
-    # eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions).
+    proof = _probe_proof(captured, spec, shape, out, qm, qat_fq)
+    vela = [d["vela"] for d in delegates]
+    return {
+        "partitions": len(delegates), "vela": vela, "compile_s": seconds,
+        "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
+        "host_ops": dict(sorted(host_ops.items())),
+        "proof": proof,
+    }
+
+
+def _probe_proof(captured, spec, shape, out: Path, qm, qat_fq) -> dict:
+    """The proof of the quantised graph: the reference model must reproduce fake-quantised PyTorch exactly; float
+    eager vs the reference model is the quantisation drift (parity on data measures what it does to decisions)."""
+    import torch
+
+    b, t = shape
     run = _load_program(out, f"ethosu_{b}x{t}_host")
     fq, fl, qf, form = [], [], [], []
     integer = integer_form(captured.static) if scales_layernorm(spec.precision) else captured.static
@@ -276,17 +290,11 @@ def _compile_shape(captured, spec, shape, out: Path, work: Path) -> dict:
             form.append(float((ref - integer(ids, mask).float()).abs().max()))
             if qat_fq is not None:
                 qf.append(float((qat_fq[i] - got).abs().max()))
-    vela = [d["vela"] for d in delegates]
-    return {
-        "partitions": len(delegates), "vela": vela, "compile_s": seconds,
-        "cycles": sum(v["cycles"] for v in vela), "estimated_ms": round(sum(v["estimated_ms"] for v in vela), 4),
-        "host_ops": dict(sorted(host_ops.items())),
-        "proof": {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq),
-                  # the float model in the form that was quantised (LayerNorm scaled, ethosu_quant.integer_form)
-                  "integer_form_vs_float_max_abs": max(form),
-                  # the trained QAT graph (fake-quant modules, frozen) against the integer graph on the reference model
-                  **({"qat_forward_vs_reference_max_abs": max(qf)} if qf else {})},
-    }
+    return {"fake_quant_vs_reference_max_abs": max(fq), "float_vs_reference_max_abs": max(fl), "probes": len(fq),
+            # the float model in the form that was quantised (LayerNorm scaled, ethosu_quant.integer_form)
+            "integer_form_vs_float_max_abs": max(form),
+            # the trained QAT graph (fake-quant modules, frozen) against the integer graph on the reference model
+            **({"qat_forward_vs_reference_max_abs": max(qf)} if qf else {})}
 
 
 @register_runtime
