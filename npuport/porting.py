@@ -155,6 +155,7 @@ def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference,
     release_memory()  # this runtime's compile and session are gone: the next one starts from the same floor
     summary = parity_summary(figs)
     entry = {**summary, "p50_ms": lat["p50_ms"], "p99_ms": lat["p99_ms"], "compile_seconds": round(compile_s, 1),
+             "load_seconds": lat["load_s"],
              "disk_mb": round(_dir_size(art) / 2**20, 1), "artifact": art.name, "executes": manifest.runtime.executes,
              **({"execution_precision": exec_prec} if exec_prec else {}), "parity": figs,
              **_npu_facts(meta), **quant_facts(meta)}
@@ -295,12 +296,15 @@ def _with_qat(cfg: PortConfig, specs: dict[str, CompileSpec]) -> dict[str, Compi
     ranges = Path(cfg.source.model_dir) / _qat.RANGES_FILE
     _qat.check(ranges, info["ranges_sha256"])  # before any heavy work
     b, t = info["shape"]
+    int16 = list(info.get("int16") or [])  # the groups trained at 16-bit activations are ported at 16 bits
     qat = {"ranges": str(ranges), "ranges_sha256": info["ranges_sha256"], "steps": info["steps"], "shape": [b, t],
+           "int16": int16,
            "ranges_origin": info["ranges_origin"], "eval_on": info["eval_on"],
            **{k: info[k] for k in ("float", "fake_quant_before", "fake_quant_after") if k in info},
            "describe": f"quantization-aware training ({info['steps']} steps at {b}x{t}; {_qat.RANGES_FILE} "
                        f"sha256 {info['ranges_sha256'][:12]})"}
-    return {**specs, name: dataclasses.replace(spec, options={**spec.options, "qat": qat})}
+    options = {**spec.options, "qat": qat, **({"int16": int16} if spec.precision == "int8" else {})}
+    return {**specs, name: dataclasses.replace(spec, options=options)}
 
 
 def _plan(cfg: PortConfig, model, tokenizer, progress: Progress) -> tuple[PortConfig, dict]:
@@ -383,7 +387,9 @@ def _compile_one(name: str, spec: CompileSpec, captured, inputs: _Inputs, proof:
 def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_rows, cfg: PortConfig, progress: Progress):
     """Stage 5, check one runtime: open what was just compiled, parity on probes (and data), latency."""
     progress(f"{name}: loading and checking parity")
-    session = get_runtime(name).open(art, manifest)
+    t0 = time.perf_counter()
+    session = get_runtime(name).open(art, manifest)  # the load time of the device profile: what a server pays at start
+    load_s = round(time.perf_counter() - t0, 2)
     prec = manifest.precision
     try:
         on_data = eval_rows is not None and prec != "fp32"
@@ -393,7 +399,7 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
             router = BucketRouter(session.shapes, manifest.pad_token_id)
             figs["data"] = judge_by(data_parity(session, router, eval_rows, ref.eval_ref, ref.task), name, prec, bar)
         progress(f"{name}: timing {cfg.bench_runs} runs at {cfg.shapes.largest}")
-        lat = _latency(session, cfg.shapes.largest, cfg.bench_runs)
+        lat = {**_latency(session, cfg.shapes.largest, cfg.bench_runs), "load_s": load_s}
         return figs, lat, session.execution_precision
     finally:
         session.close()
@@ -436,5 +442,9 @@ def parity_summary(figs: dict) -> dict:
         "max_abs_logit_diff": max(p["max_abs_logit_diff"] for p in parts),
         "max_abs_prob_diff": max(p["max_abs_prob_diff"] for p in judged),
         "decision_agreement": min(p["decision_agreement"] for p in judged),
+        # the worst part's (probes or data); None where every part was identical (or an older manifest's figures)
+        "psnr_db": min((p["psnr_db"] for p in parts if p.get("psnr_db") is not None), default=None),
+        "top1_agreement": min((p["top1_agreement"] for p in judged if p.get("top1_agreement") is not None),
+                              default=None),
         "pass": all(p["pass"] for p in parts),
     }

@@ -13,6 +13,13 @@ def _f(x, fmt="{:.2e}") -> str:
     return fmt.format(x)
 
 
+def _psnr(v: dict) -> str:
+    """PSNR of the logits: ∞ where they were identical (no PSNR is stored then), — where none was measured."""
+    if v.get("psnr_db") is None:
+        return "∞" if v.get("max_abs_logit_diff") == 0 else "—"
+    return f"{v['psnr_db']:.1f}"
+
+
 def _head_line(h: dict | None, src: dict) -> list[str]:
     if not h:
         return []
@@ -64,21 +71,23 @@ def port_markdown(r: dict) -> str:
         "",
         "## Backends (parity vs eager fp32, latency at the largest shape)",
         "",
-        "| backend | precision | max abs Δlogit | max abs Δprob | decision agreement | p50 ms | p99 ms | compile s | disk MB | result |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| backend | precision | max abs Δlogit | max abs Δprob | decision agreement | PSNR dB (logits) | top-1 agreement "
+        "| p50 ms | p99 ms | compile s | load s | disk MB | result |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     refused = []
     for b, per in r["backends"].items():
         for prec, v in per.items():
             if v.get("refused"):
                 lines.append(f"| {b} | {prec} | {_f(v['max_abs_logit_diff'])} | — | {v['decision_agreement']:.2%} | — | — "
-                             f"| — | — | REFUSED (no artifact written) |")
+                             f"| — | — | — | — | — | REFUSED (no artifact written) |")
                 refused.append((b, prec, v))
                 continue
             lines.append(
                 f"| {b} | {prec}{' (ran ' + v['execution_precision'] + ')' if v.get('execution_precision') else ''} | "
                 f"{_f(v['max_abs_logit_diff'])} | {_f(v['max_abs_prob_diff'])} | {v['decision_agreement']:.2%} | "
-                f"{v['p50_ms']:.1f} | {v['p99_ms']:.1f} | {v['compile_seconds']} | {v['disk_mb']} | "
+                f"{_psnr(v)} | {_f(v.get('top1_agreement'), '{:.2%}')} | {v['p50_ms']:.1f} | {v['p99_ms']:.1f} | "
+                f"{v['compile_seconds']} | {_f(v.get('load_seconds'), '{:g}')} | {v['disk_mb']} | "
                 f"{'PASS' if v['pass'] else 'FAIL'} |"
             )
     for b, prec, v in refused:

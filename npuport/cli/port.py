@@ -252,8 +252,15 @@ def run_verify(args) -> int:
         status = "PASS" if r["pass"] else "FAIL"
         signed = " · signature ok" if args.key else ""
         print(f"{name}: hashes ok{signed} · max|Δlogit| {r['max_abs_logit_diff']:.2e} · max|Δprob| {r['max_abs_prob_diff']:.2e}"
-              f" · agreement {r['decision_agreement']:.2%} · {status}")
+              f" · agreement {r['decision_agreement']:.2%}{_psnr_top1(r)} · {status}")
     return 0 if res["pass"] else 1
+
+
+def _psnr_top1(r: dict) -> str:
+    psnr = "∞" if r.get("psnr_db") is None and r["max_abs_logit_diff"] == 0 else r.get("psnr_db")
+    top1 = r.get("top1_agreement")
+    return ((f" · PSNR {psnr} dB" if psnr is not None else "")
+            + (f" · top-1 {top1:.2%}" if top1 is not None else ""))
 
 
 def run_bench(args) -> int:
