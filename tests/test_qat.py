@@ -107,3 +107,49 @@ def test_qat_needs_a_target_with_a_quantizer(tiny_model_dir, eval_jsonl, tmp_pat
                  "onnxruntime", "-o", str(tmp_path / "q")]) == 2
     err = capsys.readouterr().err
     assert "targets that have one: ethos-u" in err and not (tmp_path / "q").exists()
+
+
+def test_qat_with_16_bit_groups_ports_them_at_16_bits(tiny_model_dir, eval_jsonl, tmp_path):
+    """`--qat-int16 layernorm`: the int8 graph trains with LayerNorm's activations at 16 bits (ExecuTorch's per-module
+    a16w8 config, as `port --int16` sets it), and `port` quantises the same groups, so the trained ranges fit."""
+    run = tmp_path / "run"
+    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+                 "--qat-int16", "layernorm", "--batch", "4", "--max-len", "16", "--epochs", "1", "--lr", "1e-3",
+                 "-o", str(run)]) == 0
+    info = json.loads((run / "model" / "qat.json").read_text())
+    assert info["int16"] == ["layernorm"] and info["precision"] == "int8"
+    # the graph QAT trains: LayerNorm's activation fake-quants span 16 bits, the rest 8
+    import torch
+
+    from npuport.models.detector import load_detector
+    from npuport.runtimes import _qat, get_runtime
+    from npuport.static.adapters import adapt
+
+    static, _ = adapt(load_detector(str(tiny_model_dir)).eval(), "dense")
+    example = (torch.ones(2, 16, dtype=torch.long), torch.ones(2, 16, dtype=torch.long))
+    spans = {}
+    for groups in ((), ("layernorm",)):
+        g = get_runtime("ethos-u").prepare_qat(static, example, "ethos-u55-128", "int8", int16=groups)
+        spans[groups] = sorted({getattr(g, n.target).quant_max for n in _qat.modules(g)})
+    assert 32767 not in spans[()] and {127, 32767} <= set(spans[("layernorm",)]), spans  # (int32: the biases)
+    out = tmp_path / "out"
+    assert main(["-q", "port", str(run / "model"), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
+    (art,) = find_artifacts(out)
+    m = json.loads((art / "manifest.json").read_text())
+    meta = m["runtime"]["meta"]
+    assert meta["int16"] == ["layernorm"] and "a16w8 in layernorm" in meta["quantization"]
+    assert meta["qat"]["int16"] == ["layernorm"]
+    assert meta["shapes"]["1x16"]["proof"]["qat_forward_vs_reference_max_abs"] < 0.05
+
+
+@pytest.mark.parametrize("flags,phrase", [
+    (["--qat", "ethos-u", "--batch", "4", "--qat-int16", "nosuch"], "--qat-int16 nosuch: this model has no such group"),
+    (["--qat", "ethos-u", "--batch", "4", "--qat-int16", "layernorm", "--qat-precision", "int16"], "drop --qat-int16"),
+    (["--qat-int16", "layernorm"], "add --qat TARGET"),
+])
+def test_qat_16_bit_groups_are_checked_before_anything_is_written(tiny_model_dir, eval_jsonl, tmp_path, capsys, flags,
+                                                                  phrase):
+    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), *flags,
+                 "-o", str(tmp_path / "q")]) == 2
+    assert phrase in capsys.readouterr().err and not (tmp_path / "q").exists()

@@ -53,6 +53,9 @@ def register(sub) -> None:
                    "runtime's own, `npuport doctor` lists them)")
     q.add_argument("--qat-precision", choices=("int8", "int16"), default="int8",
                    help="int8, or int16 (16-bit activations, 8-bit weights)")
+    q.add_argument("--qat-int16", type=csv_list("qat-int16"), default=[], metavar="GROUPS",
+                   help="at --qat-precision int8: these quantisation groups at 16-bit activations (8-bit weights), as "
+                        "`port --int16` sets them, e.g. layernorm; `port` then quantises them the same way")
     q.add_argument("--qat-batch-sizes", type=csv_list("qat-batch-sizes", int), default=[1],
                    help="the batch sizes you will port (`port --batch-sizes`): each gets its ranges (default 1)")
     q.add_argument("--qat-distill", type=float, default=1.0, metavar="W",
@@ -80,9 +83,12 @@ def register(sub) -> None:
 
 def run(args) -> int:
     sub = args.detector_command
-    if sub == "train" and args.overwrite and not args.qat:
+    if sub == "train" and not args.qat and (args.overwrite or args.qat_int16):
         from ..errors import ConfigError
 
+        if args.qat_int16:
+            raise ConfigError("--qat-int16 sets the 16-bit groups of quantization-aware training: add --qat TARGET "
+                              "(and --init a trained detector), or drop --qat-int16")
         raise ConfigError("--overwrite replaces a QAT run's OUT (with --qat); a plain training run continues with "
                           "--resume, or goes to another -o")
     prog = progress(args)
@@ -154,7 +160,7 @@ def _qat(args, prog) -> int:
     cfg = QatConfig(data=args.data, val=args.val, init=args.init, out=args.out, target=args.qat, device=args.qat_device,
                     precision=args.qat_precision, epochs=args.epochs or 2, lr=args.lr or 2e-5, batch=args.batch or 16,
                     max_len=args.max_len or 128, batch_sizes=tuple(args.qat_batch_sizes), seed=args.seed,
-                    overwrite=args.overwrite, distill=args.qat_distill)
+                    overwrite=args.overwrite, distill=args.qat_distill, int16=tuple(args.qat_int16))
     with prog.live():
         info = qat_train(cfg, prog, show_bar=not args.quiet)
     b, a, f = info["fake_quant_before"], info["fake_quant_after"], info["float"]

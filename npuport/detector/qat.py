@@ -58,6 +58,7 @@ class QatConfig:
     seed: int = 0
     overwrite: bool = False  # replace OUT when it is an earlier npuport output
     distill: float = 1.0  # weight of the float detector's answers in the loss (the rest: the labels)
+    int16: tuple[str, ...] = ()  # groups trained (and then ported) at 16-bit activations in an int8 graph
 
     def __post_init__(self):
         able = runtime_names(qat=True)
@@ -114,12 +115,13 @@ def _loss(logits, teacher, labels, distill: float):
 CALIBRATION_ROWS = 64  # rows that calibrate the activation ranges (as `port` calibrates on its rows)
 
 
-def _prepared(runtime, static, rows, batch: int, width: int, pad_id: int, device: str, precision: str):
+def _prepared(runtime, static, rows, batch: int, width: int, pad_id: int, device: str, precision: str,
+              int16: tuple[str, ...] = ()):
     """The target's QAT graph at [batch, width], its activation ranges calibrated on the first rows and held, its
     weight fake-quants primed on the weights (one forward), frozen until training thaws it."""
     n = min(len(rows), CALIBRATION_ROWS)
     calib = [_fixed(rows, list(range(s, min(s + batch, n))), batch, width, pad_id) for s in range(0, n, batch)]
-    g = runtime.prepare_qat(static, calib[0], device, precision, calibration=calib)
+    g = runtime.prepare_qat(static, calib[0], device, precision, calibration=calib, int16=int16)
     _qat.thaw(g)
     with torch.no_grad():
         g(*calib[0])
@@ -171,14 +173,14 @@ def _per_batch(runtime, static, graph, rows, cfg: QatConfig, pad: int, device: s
         if b == cfg.batch:
             g, origin[b] = graph, "the training graph's"
         else:
-            g = runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision)
+            g = runtime.prepare_qat(static, _fixed(rows, [0], b, width, pad), device, precision, int16=cfg.int16)
             if _qat.signature(g) == _qat.signature(graph):
                 g.load_state_dict(_qat.state(graph), strict=False)
                 origin[b] = f"the training graph's (batch {cfg.batch}: the same fake-quant modules)"
             else:  # batch 1 specialises views: other modules, so its own calibration under the trained weights
                 progress(f"calibrating batch {b}'s graph on {n} rows (its fake-quant modules differ from batch "
                          f"{cfg.batch}'s)")
-                g = _prepared(runtime, static, rows, b, width, pad, device, precision)
+                g = _prepared(runtime, static, rows, b, width, pad, device, precision, cfg.int16)
                 origin[b] = f"calibrated on {n} training rows with the trained weights (its graph differs)"
         ranges[b], signatures[b] = _qat.state(g), _qat.signature(g)
     return ranges, signatures, origin
@@ -210,9 +212,10 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
     # the float detector's own answers on the training rows: what the integer graph is trained to keep (distilled)
     teacher = torch.from_numpy(_logits(model, rows, cfg.batch, width, pad))
 
-    progress(f"preparing {cfg.target} ({device}, {precision}) fake-quantisation at {cfg.batch}x{width}")
+    mixed = f", 16-bit activations in {','.join(cfg.int16)}" if cfg.int16 else ""
+    progress(f"preparing {cfg.target} ({device}, {precision}{mixed}) fake-quantisation at {cfg.batch}x{width}")
     static, _ = adapt(model, "dense")
-    graph = _prepared(runtime, static, rows, cfg.batch, width, pad, device, precision)
+    graph = _prepared(runtime, static, rows, cfg.batch, width, pad, device, precision, cfg.int16)
     _qat.trainable(graph)
     frozen = {p.data_ptr() for n, p in model.named_parameters() if "embeddings" in n}
     params = [p for p in graph.parameters() if p.data_ptr() not in frozen]
@@ -231,7 +234,8 @@ def qat_train(cfg: QatConfig, progress=lambda m: None, show_bar: bool = True) ->
         model_dir = out / "model"
         model.save_pretrained(model_dir, tokenizer=tokenizer)
         sha = _qat.save(model_dir, ranges, signatures)
-        info = {"target": cfg.target, "device": device, "precision": precision, "shape": [cfg.batch, width],
+        info = {"target": cfg.target, "device": device, "precision": precision, "int16": list(cfg.int16),
+                "shape": [cfg.batch, width],
                 "batch_sizes": sorted(ranges), "ranges_origin": {str(b): o for b, o in origin.items()},
                 "ranges_sha256": sha, "init": str(Path(cfg.init).resolve()), "config": asdict(cfg),
                 "steps": len(losses), "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,

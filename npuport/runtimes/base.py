@@ -199,9 +199,10 @@ class Runtime:
     session_class: ClassVar[type | None] = None
     executor_class: ClassVar[type | None] = None
 
-    def prepare_qat(self, module, example, device: str, precision: str, calibration=None):
+    def prepare_qat(self, module, example, device: str, precision: str, calibration=None, int16: tuple[str, ...] = ()):
         """The module as a PT2E graph with this target's fake-quant modules, trainable (`qat` runtimes only); with
-        calibration batches, the activation ranges are calibrated as `port` would and held while the weights train."""
+        calibration batches, the activation ranges are calibrated as `port` would and held while the weights train;
+        the groups in `int16` at 16-bit activations in an int8 graph (as `port --int16` quantises them)."""
         raise ConfigError(f"{self.name} has no quantization-aware training; runtimes that have: see `npuport doctor`")
 
     @property

@@ -345,13 +345,21 @@ class EthosURuntime(Runtime):
     mixes_int16 = True  # per-module a16w8 configs in ExecuTorch's quantizer
     qat = True  # prepare_qat_pt2e with the same quantizer (detector train --qat ethos-u)
 
-    def prepare_qat(self, module, example, device, precision, calibration=None):
+    def prepare_qat(self, module, example, device, precision, calibration=None, int16=()):
         self.require()
         if device not in TARGETS:
             raise ConfigError(f"--qat-device {device!r}: choose one of {', '.join(TARGETS)}")
+        groups = module_groups(module)
+        unknown = [g for g in int16 if g not in groups]
+        if unknown:
+            raise ConfigError(f"--qat-int16 {','.join(unknown)}: this model has no such group; it has "
+                              f"{', '.join(groups)}")
+        if int16 and precision != "int8":
+            raise ConfigError(f"--qat-int16 raises groups of an int8 graph; at --qat-precision {precision} every "
+                              "activation is 16-bit already: drop --qat-int16")
         from .ethosu_qat import qat_prepared
 
-        return qat_prepared(module, example, compile_spec(device), precision, calibration)
+        return qat_prepared(module, example, compile_spec(device), precision, calibration, raised=tuple(int16))
     measures_sensitivity = True  # per group on the fake-quantised graph (_sensitivity); auto's rounds on the reference
 
     def preflight(self, captured, spec, work: Path):

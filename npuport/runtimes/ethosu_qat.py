@@ -11,11 +11,12 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from . import _qat
-from .ethosu_quant import compile_spec, integer_form, quantize, quiet, scales_layernorm
+from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
 
 
-def qat_prepared(module, example, eu_spec, precision: str, calib=None):
-    """prepare_qat_pt2e with the same configs as ethosu_quant.quantize's global one, fake-quant instead of observers. Exported
+def qat_prepared(module, example, eu_spec, precision: str, calib=None, raised: tuple[str, ...] = ()):
+    """prepare_qat_pt2e with the same configs as ethosu_quant.quantize (its global one, and a16w8 for the groups in
+    `raised`, as `port --int16` sets them per module), fake-quant instead of observers. Exported
     with gradients on (a graph exported under no_grad would not train); QAT and port build it the same way, so their
     fake-quant modules match one for one (runtimes/_qat.py checks it). With `calib` batches, every activation's range
     is first calibrated as `port` would (HistogramObserver) and then held: see seed_ranges."""
@@ -33,12 +34,17 @@ def qat_prepared(module, example, eu_spec, precision: str, calib=None):
         form = integer_form(module) if scales_layernorm(precision) else module
         m = torch.export.export(form, tuple(example), strict=True).module(check_guards=False)
         q = EthosUQuantizer(eu_spec)
-        q.set_global(get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True) if precision == "int16"
-                     else get_symmetric_quantization_config(is_per_channel=True, is_qat=True))
+        a16w8 = get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True)
+        q.set_global(a16w8 if precision == "int16" else get_symmetric_quantization_config(is_per_channel=True,
+                                                                                           is_qat=True))
+        groups = module_groups(form) if raised else {}
+        for g in raised:
+            for kind, what in groups[g]:
+                (q.set_module_type if kind == "type" else q.set_module_name)(what, a16w8)
         prepared = prepare_qat_pt2e(m, q)
         if calib is not None:
             ptq = quantize(lambda mod, ex: torch.export.export(mod, tuple(ex), strict=True), module, example, calib,
-                            eu_spec, precision, keep_observers=True)
+                            eu_spec, precision, tuple(raised), keep_observers=True)
             seed_ranges(prepared, ptq)
         return prepared
 
@@ -81,7 +87,8 @@ def from_qat(captured, spec, shape, example):
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
     qat = spec.options["qat"]
-    prepared = qat_prepared(captured.static, example, compile_spec(spec.device), spec.precision)
+    prepared = qat_prepared(captured.static, example, compile_spec(spec.device), spec.precision,
+                            raised=tuple(qat.get("int16") or ()))
     _qat.load(prepared, Path(qat["ranges"]), shape[0], qat["ranges_sha256"])
     with torch.no_grad():
         fq = [prepared(ids, mask).float() for ids, mask in captured.probes(shape, n=3)]
