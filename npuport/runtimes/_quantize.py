@@ -209,15 +209,6 @@ def attention_mask_nodes(path: Path) -> list[str]:
     return sorted(set(keep))
 
 
-def histogram_feeds(feeds: list[dict], method: str) -> list[dict]:
-    """ORT's histogram calibrators (percentile, entropy) stack every batch into one array: one shape only. The
-    largest bucket's rows (every calibration row fits it; padding is masked) stand for all buckets."""
-    if method == "minmax" or not feeds:
-        return feeds
-    big = max(f["input_ids"].shape for f in feeds)
-    return [f for f in feeds if f["input_ids"].shape == big]
-
-
 def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minmax", keep_fp32: tuple[str, ...] = (),
                  only: str | None = None, activation: str = "QUInt8", weight: str = "QInt8") -> dict:
     """Static QDQ quantisation for ONNX Runtime's CPU EP: per-channel int8 weights, uint8 activations calibrated on
@@ -229,7 +220,11 @@ def quantize_qdq(src: Path, dst: Path, feeds: list[dict], *, method: str = "minm
         raise ConfigError(f"--calibration-method {method!r}: choose one of {', '.join(CALIBRATION_METHODS)}")
     if not feeds:
         raise ConfigError("static quantisation needs calibration rows: pass --calibration-data or --eval-data")
-    feeds = histogram_feeds(feeds, method)
+    if method != "minmax":
+        # ORT's histogram calibrators stack every batch into one array: one shape only. The largest bucket's rows
+        # (every calibration row fits it; padding is masked) stand for all buckets.
+        big = max(f["input_ids"].shape for f in feeds)
+        feeds = [f for f in feeds if f["input_ids"].shape == big]
     groups = node_groups(src)
     check_keep(keep_fp32, groups)
     excluded = set(attention_mask_nodes(src))

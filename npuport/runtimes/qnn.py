@@ -13,7 +13,6 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
-from ..errors import ConfigError
 from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
@@ -105,7 +104,6 @@ class QnnRuntime(Runtime):
     # 1.8x the size); the simulator's own sensitivity ranks layernorm first (75 % alone at 8-bit). The MiniLM one:
     # 95 % -> 100 % of 40 rows; softmax, gelu, ffn_out or head alone at 16-bit 90-97.5 %.
     default_int16 = ("layernorm",)
-    calibration_methods = ("minmax", "percentile", "entropy")  # ORT's calibrators, through its QNN QDQ config
     distributions = ("onnxruntime-qnn",)
     # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
     # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
@@ -203,33 +201,22 @@ def _prepared(src: Path, captured, spec) -> tuple[Path, list[dict], dict[str, li
 
 
 def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, base: str, other: tuple[str, ...],
-                    host: tuple[str, ...] = (), method: str = "minmax"):
+                    host: tuple[str, ...] = ()):
     """QDQ for the HTP: 8-bit weights; activations `base` bits ("8" or "16"), the groups in `other` at the other
     width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors (add_qtype_converts). `host`:
     groups left in float, which the HTP (integer graph, no fp16 here) leaves to the host CPU."""
-    from onnxruntime.quantization import CalibrationMethod, QuantType, quantize
+    from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes, histogram_feeds
+    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes
 
     act, flip = ((QuantType.QUInt16, QuantType.QUInt8) if base == "16" else (QuantType.QUInt8, QuantType.QUInt16))
     keep = attention_mask_nodes(pre) + [n for g in host for n in groups[g]]
     nodes = [n for g in other for n in groups[g]]
     overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes)}
-    cal = {"minmax": CalibrationMethod.MinMax, "percentile": CalibrationMethod.Percentile,
-           "entropy": CalibrationMethod.Entropy}[method]
-    config = get_qnn_qdq_config(str(pre), CalibrationReader(histogram_feeds(feeds, method)), calibrate_method=cal,
-                                activation_type=act, weight_type=QuantType.QUInt8, nodes_to_exclude=keep,
-                                init_overrides=overrides or None)
-    if method == "percentile":
-        config.extra_options["CalibPercentile"] = 99.999
-    try:
-        quantize(str(pre), str(dst), config)
-    except AssertionError as e:  # ORT's "scale issue": a histogram range that collapsed (a near-constant tensor)
-        if method == "minmax":
-            raise
-        raise ConfigError(f"--calibration-method {method}: ONNX Runtime's {method} calibrator could not set a range "
-                          f"for every tensor ({e}); use --calibration-method minmax (the default) or another method") from e
+    config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
+                                nodes_to_exclude=keep, init_overrides=overrides or None)
+    quantize(str(pre), str(dst), config)
     return keep
 
 
@@ -249,14 +236,13 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     for f in work.glob("model.onnx*"):  # --keep-fp32 auto quantises again with another recipe
         f.unlink()
     base = "16" if spec.precision == "int16" else "8"
-    method = spec.options.get("calibration_method", "minmax")
     keep = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
-                           host=host, method=method)
+                           host=host)
     act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
-    meta = {"quantization": f"QDQ static: activations {act}, weights QUInt8 ({method} calibration); "
+    meta = {"quantization": f"QDQ static: activations {act}, weights QUInt8 (MinMax calibration); "
                             f"{len(keep)} nodes kept in float (the attention mask{', ' + ', '.join(host) if host else ''})",
             "kept_fp32": list(host),
-            "calibration": spec.calibration_source, "calibration_batches": len(feeds), "calibration_method": method,
+            "calibration": spec.calibration_source, "calibration_batches": len(feeds),
             "int16": raised if base == "8" else ["all"], "int16_by_default": by_default}
     if spec.options.get("sensitivity") and base == "8":
         meta["sensitivity"] = _sensitivity(captured, spec, pre, feeds, groups)
