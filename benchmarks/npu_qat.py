@@ -16,6 +16,7 @@ The PTQ port runs beside the QAT run (side by side on the two cores, so each one
 
     python benchmarks/npu_qat.py [--init me5-small] [--seq-len 64] [--train-rows 640] [--epochs 2] [--lr 5e-5]
     python benchmarks/npu_qat.py --distill 0 --name npu_qat_labels      # QAT on the labels alone
+    python benchmarks/npu_qat.py --int16 layernorm --name npu_qat_layernorm   # both with LayerNorm at a16w8
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def main():
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--distill", type=float, default=1.0, help="QAT's weight on the float detector's answers "
                     "(`--qat-distill`; 0: the labels only)")
+    ap.add_argument("--int16", default="", metavar="GROUPS",
+                    help="groups at 16-bit activations in both runs (PTQ: `port --int16`, QAT: `--qat-int16`)")
     ap.add_argument("--name", default="npu_qat", help="results/NAME.json")
     ap.add_argument("--work", help="work directory, kept (default: a new temporary one); its finished steps are reused")
     a = ap.parse_args()
@@ -99,23 +102,25 @@ def main():
     common = ["--backend", "ethos-u", "--device", a.device, "--precision", "int8", "--seq-len", str(a.seq_len),
               "--eval-data", str(evalf),
               "--bench-runs", "1", "--min-agreement", "0"]
+    ptq_int16 = ["--int16", a.int16] if a.int16 else []  # a QAT port takes its groups from qat.json
     out = {**meta("npu_qat.py"), "demo_init": a.init, "device": a.device, "shape": f"1x{a.seq_len}",
            "eval_split": f"{a.eval_rows - half} test + {half} test_family rows", "calibration_rows": a.calib_rows,
            "qat": {"train_rows": a.train_rows, "epochs": a.epochs, "lr": a.lr, "batch": a.batch,
-                   "distill": a.distill}, "runs": {}}
+                   "distill": a.distill}, "int16": [g for g in a.int16.split(",") if g], "runs": {}}
 
     # The PTQ port runs beside the QAT run (two cores, two mostly single-threaded jobs): wall times are side by side.
     # With --work, a step whose output is there already (a run that stopped later) is not run again.
     ptq = None
     if not (tmp / "ptq" / "report.json").exists():
         ptq = subprocess.Popen([sys.executable, "-m", "npuport.cli", "-q", "port", str(demo / "model"), "-o",
-                                str(tmp / "ptq"), *common, "--calibration-data", str(calibf)],
+                                str(tmp / "ptq"), *common, *ptq_int16, "--calibration-data", str(calibf)],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if not (tmp / "qat" / "model" / "qat.json").exists():
         rc, tail, _ = port_cli(["detector", "train", "--init", str(demo / "model"), "--data", str(trainf), "--val",
                                 str(calibf), "--qat", "ethos-u", "--qat-device", a.device, "--max-len",
                                 str(a.seq_len), "--batch", str(a.batch), "--epochs", str(a.epochs), "--lr", str(a.lr),
-                                "--qat-distill", str(a.distill), "-o", str(tmp / "qat")], 5400)
+                                "--qat-distill", str(a.distill), *(["--qat-int16", a.int16] if a.int16 else []),
+                                "-o", str(tmp / "qat")], 5400)
         if rc != 0:
             raise SystemExit(f"QAT failed: {tail}")
     info = json.loads((tmp / "qat" / "model" / "qat.json").read_text())

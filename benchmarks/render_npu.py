@@ -77,3 +77,34 @@ def ethosu_compile_time_section(r: dict, link: str) -> list[str]:
                        f"{v['propagation_retraces']}, {v['propagation_s']:.0f}", f"{v['cycles']:,}",
                        f"{v['fake_quant_vs_reference_max_abs']:.1e}"))
     return out
+
+
+def npu_verify_section(r: dict, link: str) -> list[str]:
+    """P13 done-when #1: each integer NPU's default recipe ported as a user does, then `npuport verify` on every row
+    of the two unseen splits (npu_verify.json: one entry per target, each run on its own)."""
+    out = [f"**Integer NPU defaults on every unseen row (P13)** — the demo detector ({r['demo_init']} init) through "
+           "`npuport port DEMO_MODEL --backend B --buckets 64,128 --calibration-data val.jsonl --eval-data GATE` (each "
+           "target's default recipe: calibrated on the whole validation split, gated on 60 of its rows), then "
+           "`npuport verify OUT --eval-data` on all of test.jsonl and test_family.jsonl, rows never used for calibration "
+           "or gating. qnn executes in Qualcomm's x86 HTP simulator, ethos-u in the TOSA reference model "
+           f"([script]({link}/npu_verify.py), [JSON]({link}/results/{r['_file']})).", "",
+           *head("| target | recipe | executes | gate (val) | test | test_family | max abs Δlogit | PSNR dB "
+                 "(logits, lower split) | s per row | machine |")]
+    for name, t in r["targets"].items():
+        if "splits" not in t:
+            out.append(row(name, "—", "—", "—", "—", "—", "—", "—", "—",
+                           f"port exit {t.get('port_rc')}: {(t.get('failed') or '')[-200:]}"))
+            continue
+        s = t["splits"]
+        cells = [f"{s[k]['decision_agreement']:.2%} of {s[k]['rows']}" if "decision_agreement" in s.get(k, {}) else
+                 f"failed (exit {s.get(k, {}).get('rc')})" for k in ("test", "test_family")]
+        done = [v for v in s.values() if "decision_agreement" in v]
+        raised = t.get("int16") or []
+        recipe = f"{t['precision']}, 16-bit activations in " + ("every group" if raised == ["all"] else
+                                                               ", ".join(raised) or "none")
+        psnr = min((v["psnr_db"] for v in done if v.get("psnr_db") is not None), default=None)
+        out.append(row(name, recipe, t.get("executes") or "—", f"{t['gate']:.1%}" if t.get("gate") is not None
+                       else "—", *cells, f"{max(v['max_abs_logit_diff'] for v in done):.2f}" if done else "—",
+                       f"{psnr:.1f}" if psnr is not None else "—",
+                       " / ".join(f"{v['s_per_row']:.2f}" for v in done) or "—", machine_line(t)))
+    return out

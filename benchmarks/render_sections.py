@@ -448,21 +448,25 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
                  "artifact MB | cost on the target | host compute ops |")]
     sens = None
     for name, v in r["recipes"].items():
+        rows = v.get("calibration_rows", r["calibration_rows"])  # a recipe run on another count says so in its name
+        flags = f"`{v['flags']}`" + (f" (calibrated on {rows} rows)" if rows != r["calibration_rows"] else "") + (
+            f"; {v['note']}" if v.get("note") else "")
+        name = name.split(", calibrated on")[0]
         if "failed" in v:
-            out.append(f"| {name} | `{v['flags']}` | — | — | — | — | — | — | failed: {v['failed'][-160:]} |")
+            out.append(f"| {name} | {flags} | — | — | — | — | — | — | failed: {v['failed'][-160:]} |")
             continue
         if "refused" in v:
-            out.append(f"| {name} | `{v['flags']}` | — | {v['decision_agreement']:.1%} (refused) | "
+            out.append(f"| {name} | {flags} | — | {v['decision_agreement']:.1%} (refused) | "
                        f"{v['max_abs_logit_diff']:.2f} | — | — | — | — |")
             continue
         raised = v.get("int16") or []
         where = ("every activation" if raised == ["all"] else ", ".join(raised) or "none") + (
-            " (default recipe)" if v.get("int16_by_default") else "")
+            " (default recipe)" if v.get("int16_by_default") and "default" in name else "")
         cost = v.get("cost") or {}
         host = ", ".join(cost.get("host_ops") or []) or "none"
         on_target = (f"{cost['cycles']:,} cycles" if "cycles" in cost else
                      f"{cost['context_mb']} MB context" if "context_mb" in cost else "—")
-        out.append(f"| {name} | `{v['flags']}` | {v['executes']} | {v['decision_agreement']:.1%} of {v['n']} | "
+        out.append(f"| {name} | {flags} | {v['executes']} | {v['decision_agreement']:.1%} of {v['n']} | "
                    f"{v['max_abs_logit_diff']:.2f} | {where if 'int' in v['flags'] else '— (fp16)'} | {v['disk_mb']} | "
                    f"{on_target} | {host} |")
         sens = v.get("sensitivity") or sens
@@ -489,8 +493,9 @@ def _qat_loss(distill: float) -> str:
 def npu_qat_section(r: dict, link: str) -> list[str]:
     """Quantization-aware fine-tuning for Ethos-U against post-training calibration (P13 #2)."""
     q, f = r["qat"], r["float"]
+    mixed = f" with 16-bit activations in {', '.join(r['int16'])} (both runs)" if r.get("int16") else ""
     out = [f"**Quantization-aware fine-tuning for Ethos-U (P13)** — the demo detector ({r['demo_init']} init) to "
-           f"{r['device']} at int8, {r['shape']}, executed by the TOSA reference model on the partitions handed to "
+           f"{r['device']} at int8{mixed}, {r['shape']}, executed by the TOSA reference model on the partitions handed to "
            f"Vela; decisions against the float detector's (before QAT) on {r['eval_split']}, never trained or "
            f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
            f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}, "
