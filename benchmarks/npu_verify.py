@@ -1,4 +1,4 @@
-"""P13 done-when #1: each integer NPU's default recipe, ported and then verified on whole unseen splits.
+"""P13 done-when #1: each integer NPU's default recipe, ported and then verified on unseen splits (whole, or --rows).
 
 As a new user runs it: `npuport port DEMO_MODEL --backend B [--precision P] --buckets 64,128 --calibration-data
 val.jsonl --eval-data val.jsonl` (the target's default recipe; calibrated and gated on the demo's validation split), then
@@ -52,6 +52,8 @@ def main():
     ap.add_argument("--rows", type=int, default=0, help="rows of each unseen split to verify on (0: all)")
     ap.add_argument("--buckets", default="64,128", help="port's buckets (default 64,128: the demo rows' lengths; "
                     "port's own default, one length of 512, takes an Ethos-U compile far past an hour here)")
+    ap.add_argument("--port-dir", help="verify this finished port of the same target (a `port` output directory "
+                    "this script made: its report.json) instead of porting again")
     ap.add_argument("--timeout", type=int, default=3 * 3600)
     a = ap.parse_args()
 
@@ -67,13 +69,17 @@ def main():
         random.Random(1).shuffle(lines)
         gate = tmp / "gate.jsonl"
         gate.write_text("\n".join(lines[: a.gate_rows]) + "\n")
-    out = tmp / "out"
+    out = Path(a.port_dir) if a.port_dir else tmp / "out"
     port_args = ["port", str(demo / "model"), "-o", str(out), *TARGETS[a.target], "--buckets", a.buckets,
                  "--calibration-data", str(val),
                  "--eval-data", str(gate)]
-    rc, tail, wall = _cli(port_args, a.timeout)
+    if a.port_dir:  # reused: its own wall time and exit status from its report
+        rc, tail, wall = 0, "", json.loads((out / "report.json").read_text())["wall_seconds"]
+    else:
+        rc, tail, wall = _cli(port_args, a.timeout)
     entry = {"port": " ".join(["npuport", *port_args[:1], "DEMO_MODEL", *port_args[2:]]).replace(str(tmp), "TMP")
-             .replace(str(val), "val.jsonl"), "port_rc": rc, "port_wall_s": round(wall, 1), "gate_rows": a.gate_rows}
+             .replace(str(val), "val.jsonl"), "port_rc": rc, "port_wall_s": round(wall, 1), "gate_rows": a.gate_rows,
+             "rows_per_split": a.rows or "all"}
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {"backends": {}}
     built = [(r, p, b) for r, by in report["backends"].items() for p, b in by.items() if b.get("artifact")]
     refused = [b for by in report["backends"].values() for b in by.values() if b.get("refused")]

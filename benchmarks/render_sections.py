@@ -25,8 +25,8 @@ class Bar(NamedTuple):
         return OPS[self.op](x, self.value)
 
 
-OPS = {">=": operator.ge, "<=": operator.le, "<": operator.lt}
-SYMBOL = {">=": "≥", "<=": "≤", "<": "<"}
+OPS = {">=": operator.ge, "<=": operator.le, "<": operator.lt, ">": operator.gt}
+SYMBOL = {">=": "≥", "<=": "≤", "<": "<", ">": ">"}
 times = "{:g}×".format  # 2 -> "2×"
 times1 = "{:.1f}×".format  # 1 -> "1.0×"
 pct = "{:.0%}".format
