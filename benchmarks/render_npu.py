@@ -90,7 +90,7 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
            "calibration or gating. qnn executes in Qualcomm's x86 HTP simulator, ethos-u in the TOSA reference model "
            f"([script]({link}/npu_verify.py), [JSON]({link}/results/{r['_file']})).", "",
            *head("| target | recipe | executes | gate (val) | test | test_family | max abs Δlogit | PSNR dB "
-                 "(logits, lower split) | s per row | machine |")]
+                 "(logits, lower split) | s per row (test / test_family; beside other jobs) | machine |")]
     for name, t in r["targets"].items():
         if "splits" not in t:
             out.append(row(name, "—", "—", "—", "—", "—", "—", "—", "—",
@@ -101,7 +101,7 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
                  f"failed (exit {s.get(k, {}).get('rc')})" for k in ("test", "test_family")]
         done = [v for v in s.values() if "decision_agreement" in v]
         raised = t.get("int16") or []
-        recipe = f"{t['precision']}, 16-bit activations in " + ("every group" if raised == ["all"] else
+        recipe = f"{t.get('device') or ''} {t['precision']}, 16-bit activations in " + ("every group" if raised == ["all"] else
                                                                ", ".join(raised) or "none")
         psnr = min((v["psnr_db"] for v in done if v.get("psnr_db") is not None), default=None)
         out.append(row(name, recipe, t.get("executes") or "—", f"{t['gate']:.1%}" if t.get("gate") is not None
