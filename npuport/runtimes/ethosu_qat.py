@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from . import _qat
-from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
+from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm, set_group_config
 
 
 def qat_prepared(module, example, eu_spec, precision: str, calib=None, raised: tuple[str, ...] = ()):
@@ -37,10 +37,7 @@ def qat_prepared(module, example, eu_spec, precision: str, calib=None, raised: t
         a16w8 = get_symmetric_a16w8_quantization_config(is_per_channel=True, is_qat=True)
         q.set_global(a16w8 if precision == "int16" else get_symmetric_quantization_config(is_per_channel=True,
                                                                                            is_qat=True))
-        groups = module_groups(form) if raised else {}
-        for g in raised:
-            for kind, what in groups[g]:
-                (q.set_module_type if kind == "type" else q.set_module_name)(what, a16w8)
+        set_group_config(q, module_groups(form) if raised else {}, raised, a16w8)
         prepared = prepare_qat_pt2e(m, q)
         if calib is not None:
             ptq = quantize(lambda mod, ex: torch.export.export(mod, tuple(ex), strict=True), module, example, calib,

@@ -129,6 +129,14 @@ def module_groups(module: torch.nn.Module) -> dict[str, list[tuple[str, object]]
     return groups
 
 
+def set_group_config(q, groups: dict, names, config) -> None:
+    """ExecuTorch's per-module quantizer configs for these groups (a module type or a module name each); the
+    calibration graph (quantize) and the QAT graph (ethosu_qat) set them the same way."""
+    for g in names:
+        for kind, what in groups[g]:
+            (q.set_module_type if kind == "type" else q.set_module_name)(what, config)
+
+
 def quantize(export, module, example, calib, eu_spec, precision: str, raised: tuple[str, ...] = (),
               lowered: tuple[str, ...] = (), host: tuple[str, ...] = (), keep_observers: bool = False,
               scaled_layernorm: bool | None = None):
@@ -154,9 +162,7 @@ def quantize(export, module, example, calib, eu_spec, precision: str, raised: tu
     q.set_global(a16w8 if precision == "int16" else a8w8)
     groups = module_groups(module) if raised or lowered or host else {}
     for names, config in ((raised, a16w8), (lowered, a8w8), (host, None)):
-        for g in names:
-            for kind, what in groups[g]:
-                (q.set_module_type if kind == "type" else q.set_module_name)(what, config)
+        set_group_config(q, groups, names, config)
     prepared = prepare_pt2e(m, q)
     with torch.no_grad():
         for ids, mask in calib:
