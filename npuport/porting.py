@@ -389,7 +389,7 @@ def _check_one(name: str, art: Path, manifest: Manifest, ref: _Reference, eval_r
     progress(f"{name}: loading and checking parity")
     t0 = time.perf_counter()
     session = get_runtime(name).open(art, manifest)  # the load time of the device profile: what a server pays at start
-    load_s = round(time.perf_counter() - t0, 2)
+    load_s = float(f"{time.perf_counter() - t0:.3g}")  # significant digits: a fast load must not read 0.0
     prec = manifest.precision
     try:
         on_data = eval_rows is not None and prec != "fp32"
