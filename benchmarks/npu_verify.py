@@ -97,11 +97,13 @@ def main():
                       "gate": manifest["parity"].get("data", {}).get("decision_agreement"), "splits": {}})
         for split in SPLITS:
             rows = demo / "data" / f"{split}.jsonl"
+            lines = rows.read_text().splitlines()
+            order = list(range(len(lines)))  # sampled rows' line numbers in the split, for the changed rows
             if a.rows:
-                lines = rows.read_text().splitlines()
-                random.Random(0).shuffle(lines)
+                random.Random(0).shuffle(order)  # the same sample as shuffling the lines (same length, same seed)
+                order = order[: a.rows]
                 rows = tmp / f"{split}.jsonl"
-                rows.write_text("\n".join(lines[: a.rows]) + "\n")
+                rows.write_text("\n".join(lines[i] for i in order) + "\n")
             res = tmp / f"verify-{split}.json"
             vrc, vtail, vwall = _cli(["verify", str(out), "--eval-data", str(rows), "--json", str(res)], a.timeout)
             if not res.exists():
@@ -112,6 +114,8 @@ def main():
             entry["splits"][split] = {"rc": vrc, "rows": d.get("n"), "decision_agreement": d["decision_agreement"],
                                       "max_abs_logit_diff": d["max_abs_logit_diff"],
                                       "max_abs_prob_diff": d["max_abs_prob_diff"], "psnr_db": d.get("psnr_db"),
+                                      # line numbers (0-based) in the split's file of rows whose decision changed
+                                      "changed_lines": [order[i] for i in d.get("changed_rows") or []],
                                       "wall_s": round(vwall, 1), "s_per_row": round(vwall / max(1, d.get("n") or 1), 2)}
             print(a.target, split, json.dumps(entry["splits"][split]), flush=True)
     # read-modify-write at the end: a run of another target may have written its entry meanwhile

@@ -88,6 +88,9 @@ def eager_logits(model: Detector, rows: list[np.ndarray]) -> np.ndarray:
     return np.stack(out)
 
 
+CHANGED_ROWS_SHOWN = 20  # the first rows (0-based, in the data's order) whose decision changed
+
+
 def probe_parity(session: Session, probes: dict, refs: dict, task: Task) -> dict:
     parts = []
     for shape, plist in probes.items():
@@ -99,4 +102,9 @@ def probe_parity(session: Session, probes: dict, refs: dict, task: Task) -> dict
 
 def data_parity(session: Session, router: BucketRouter, rows: list[np.ndarray], ref: np.ndarray, task: Task) -> dict:
     routed = router.run(session, rows)
-    return compare(ref, routed.logits, task)
+    figs = compare(ref, routed.logits, task)
+    dr, dg = task.decisions(ref), task.decisions(routed.logits)
+    if dr is not None:  # which rows changed: a user looks at them (often near the threshold) before trusting a port
+        changed = np.flatnonzero(~(dr == dg).reshape(len(ref), -1).all(axis=1))
+        figs["changed_rows"] = [int(i) for i in changed[:CHANGED_ROWS_SHOWN]]
+    return figs

@@ -111,6 +111,14 @@ def test_a_coarse_calibration_is_refused_and_writes_no_artifact(varied_model, co
     assert _port(tiny_model_dir, tmp_path / "o2", "--backend", "onnxruntime", "--eval-data", str(eval_jsonl),
                  "--calibration-data", str(coarse), "--keep-fp32", "none", "--min-agreement", "0") in (0, 1)
     assert [a.name for a in find_artifacts(tmp_path / "o2")] == ["onnxruntime-int8"]
+    # verify names the rows whose decision changed (0-based, in the data's order), so a user can look at them
+    capsys.readouterr()
+    assert main(["-q", "verify", str(tmp_path / "o2"), "--eval-data", str(eval_jsonl), "--json",
+                 str(tmp_path / "v.json")]) in (0, 1)
+    d = json.loads((tmp_path / "v.json").read_text())["artifacts"]["onnxruntime-int8"]["parity"]["data"]
+    lost = round((1 - d["decision_agreement"]) * d["n"])
+    assert lost > 0 and len(d["changed_rows"]) == min(lost, 20) and max(d["changed_rows"]) < d["n"]
+    assert f"decisions changed on rows {', '.join(map(str, d['changed_rows']))} of --eval-data" in capsys.readouterr().out
 
 
 def test_keep_fp32_auto_keeps_the_costliest_groups_until_decisions_hold(varied_model, coarse, tmp_path):

@@ -242,6 +242,7 @@ def run_plan_buckets(args) -> int:
 def run_verify(args) -> int:
     from ..api import VerifyConfig, verify
     from ..fsio import write_json_atomic
+    from ..verifying import CHANGED_ROWS_SHOWN
 
     prog = progress(args)
     with prog.live():
@@ -253,6 +254,10 @@ def run_verify(args) -> int:
         signed = " · signature ok" if args.key else ""
         print(f"{name}: hashes ok{signed} · max|Δlogit| {r['max_abs_logit_diff']:.2e} · max|Δprob| {r['max_abs_prob_diff']:.2e}"
               f" · agreement {r['decision_agreement']:.2%}{_psnr_top1(r)} · {status}")
+        changed = r["parity"].get("data", {}).get("changed_rows")
+        if changed:
+            print(f"  decisions changed on rows {', '.join(map(str, changed))} of --eval-data (0-based"
+                  f"{', the first ' + str(len(changed)) if len(changed) == CHANGED_ROWS_SHOWN else ''})")
     return 0 if res["pass"] else 1
 
 
