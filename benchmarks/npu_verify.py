@@ -54,8 +54,13 @@ def main():
                     "port's own default, one length of 512, takes an Ethos-U compile far past an hour here)")
     ap.add_argument("--port-dir", help="verify this finished port of the same target (a `port` output directory "
                     "this script made: its report.json) instead of porting again")
+    ap.add_argument("--splits", default=",".join(SPLITS), help="unseen splits to verify on (default: both; a run "
+                    "with one records only it, and its goal row says the other is missing)")
     ap.add_argument("--timeout", type=int, default=3 * 3600)
     a = ap.parse_args()
+    splits = [x for x in a.splits.split(",") if x]
+    if not splits or set(splits) - set(SPLITS):
+        ap.error(f"--splits {a.splits}: name one or both of {', '.join(SPLITS)}")
 
     from npuport.detector.demo import DemoBuildConfig, build_demo
     from npuport.ui import Progress
@@ -95,7 +100,7 @@ def main():
                       "device": manifest.get("device") or rt.get("device"), "int16": rt.get("int16"),
                       "host_ops": rt.get("host_ops"), "cost": rt.get("cost"),
                       "gate": manifest["parity"].get("data", {}).get("decision_agreement"), "splits": {}})
-        for split in SPLITS:
+        for split in splits:
             rows = demo / "data" / f"{split}.jsonl"
             lines = rows.read_text().splitlines()
             order = list(range(len(lines)))  # sampled rows' line numbers in the split, for the changed rows

@@ -98,7 +98,7 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
             continue
         s = t["splits"]
         cells = [f"{s[k]['decision_agreement']:.2%} of {s[k]['rows']}" if "decision_agreement" in s.get(k, {}) else
-                 f"failed (exit {s.get(k, {}).get('rc')})" for k in ("test", "test_family")]
+                 f"failed (exit {s[k].get('rc')})" if k in s else "not run" for k in ("test", "test_family")]
         done = [v for v in s.values() if "decision_agreement" in v]
         raised = t.get("int16") or []
         recipe = f"{t.get('device') or ''} {t['precision']}, 16-bit activations in " + ("every group" if raised == ["all"] else
@@ -108,4 +108,5 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
                        else "—", *cells, f"{max(v['max_abs_logit_diff'] for v in done):.2f}" if done else "—",
                        f"{psnr:.1f}" if psnr is not None else "—",
                        " / ".join(f"{v['s_per_row']:.2f}" for v in done) or "—", machine_line(t)))
-    return out
+    notes = [f"{name}: {t['note']}" for name, t in r["targets"].items() if t.get("note")]
+    return out + (["", "Notes — " + "; ".join(notes) + "."] if notes else [])
