@@ -3,7 +3,9 @@
 ModernBERT detectors of the `tiny-modernbert` width (random init) with 3 and 6 layers, one bucket, ported for one
 Ethos-U target (`npuport port`, in this process) under five variants: neither compile-time change, only the shared
 node provenance (`npuport/runtimes/_provenance.py`), only RoPE in token layout (`_rope_layout.py`), both, and
-npuport's full set (both, plus q, k and v projected separately: `_qkv_layout.py`, a change for the NPU's cycles). The benchmark switches a change off by replacing its context manager with an empty one; npuport
+npuport's full set (both, plus q, k and v projected separately: `_qkv_layout.py`, a change for the NPU's cycles, and
+PT2E's histogram range search without its per-element Python loop: `_histogram.py`, the same ranges), and that set
+with torchao's own search (`torchao-search`). The benchmark switches a change off by replacing its context manager with an empty one; npuport
 itself has no such switch. Per run: the compile's seconds (as the manifest records them), the whole-graph retraces
 of ExecuTorch's permute propagation passes and their seconds (counted by wrapping the pass's `_retrace`), Vela's
 cycle estimate, and the exact proof (fake-quantised PyTorch vs the TOSA reference model). What executes: the compile
@@ -23,9 +25,11 @@ from pathlib import Path
 
 from common import meta, write_result
 
-# (shared provenance, RoPE in token layout, separate q/k/v projections); "npuport" is what a port does
-VARIANTS = {"neither": (False, False, False), "provenance": (True, False, False), "rope-layout": (False, True, False),
-            "both": (True, True, False), "npuport": (True, True, True)}
+# (shared provenance, RoPE in token layout, separate q/k/v projections, npuport's histogram range search);
+# "npuport" is what a port does; "torchao-search" is npuport with torchao's own HistogramObserver search
+VARIANTS = {"neither": (False, False, False, False), "provenance": (True, False, False, False),
+            "rope-layout": (False, True, False, False), "both": (True, True, False, False),
+            "torchao-search": (True, True, True, False), "npuport": (True, True, True, True)}
 
 
 @contextlib.contextmanager
@@ -45,7 +49,7 @@ def main():
 
     from npuport.cli import main as cli
     from npuport.models.detector import build_preset
-    from npuport.runtimes import ethosu
+    from npuport.runtimes import ethosu, ethosu_quant
 
     counted = {"retraces": 0, "seconds": 0.0}
     retrace = prop.PropagateViewCopyPermutePass._retrace
@@ -60,7 +64,7 @@ def main():
 
     prop.PropagateViewCopyPermutePass._retrace = counting
     keep = {"provenance": ethosu.shared_provenance, "rope": ethosu.rope_in_token_layout,
-            "qkv": ethosu.separate_qkv_projections}
+            "qkv": ethosu.separate_qkv_projections, "histogram": ethosu_quant.fast_histogram_search}
     tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-time-"))
     out = {**meta("ethosu_compile_time.py"), "target": a.target, "seq_len": a.seq_len, "runs": {}}
     old = Path(__file__).parent / "results" / "ethosu_compile_time.json"
@@ -72,7 +76,8 @@ def main():
         model = tmp / f"modernbert-{layers}"
         build_preset("tiny-modernbert", seed=0, num_hidden_layers=layers).save_pretrained(model)
         for name in a.variants.split(","):
-            provenance, rope, qkv = VARIANTS[name]
+            provenance, rope, qkv, histogram = VARIANTS[name]
+            ethosu_quant.fast_histogram_search = keep["histogram"] if histogram else _off
             ethosu.shared_provenance = keep["provenance"] if provenance else _off
             ethosu.rope_in_token_layout = keep["rope"] if rope else _off
             ethosu.separate_qkv_projections = keep["qkv"] if qkv else _off
@@ -96,7 +101,7 @@ def main():
             print(f"{layers}L/{name}", json.dumps(out["runs"][f"{layers}L/{name}"]), flush=True)
             write_result("ethosu_compile_time", out)
     ethosu.shared_provenance, ethosu.rope_in_token_layout = keep["provenance"], keep["rope"]
-    ethosu.separate_qkv_projections = keep["qkv"]
+    ethosu.separate_qkv_projections, ethosu_quant.fast_histogram_search = keep["qkv"], keep["histogram"]
 
 
 if __name__ == "__main__":

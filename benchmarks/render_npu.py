@@ -65,15 +65,18 @@ def ethosu_compile_time_section(r: dict, link: str) -> list[str]:
     """What each Ethos-U compile-time change buys, at two layer counts (P13 #3)."""
     out = [f"**Ethos-U compile time: what each change buys (P13)** — ModernBERT detectors of the tiny-modernbert "
            f"width (random init) at 1 × {r['seq_len']} for {r['target']}, `npuport port` with each change switched "
-           f"off by the benchmark (npuport has no switch): the shared node provenance and RoPE in token layout. "
+           f"off by the benchmark (npuport has no switch): the shared node provenance, RoPE in token layout, q/k/v "
+           "projected separately (`npuport` rows), and the histogram range search (`torchao-search` is `npuport` "
+           "with torchao's own). "
            "Permute propagation = ExecuTorch's Arm passes that move permutes, retracing the whole graph between "
            f"dependent moves ([script]({link}/ethosu_compile_time.py), [JSON]({link}/results/{r['_file']})). "
            f"{machine_line(r)}.", "",
-           *head("| layers | variant | compile s | of it: lowering s | permute propagation: retraces, s | "
+           *head("| layers | variant | compile s | of it: quantisation s | of it: lowering s | permute propagation: retraces, s | "
                  "Vela cycles | fake-quant vs reference |")]
     for v in r["runs"].values():
         low = v["compile_s"]["lower"] if v.get("compile_s") else "—"
-        out.append(row(v["layers"], v["variant"], f"{v['compile_seconds']:.0f}", low,
+        quant = v["compile_s"]["quantize"] if v.get("compile_s") else "—"
+        out.append(row(v["layers"], v["variant"], f"{v['compile_seconds']:.0f}", quant, low,
                        f"{v['propagation_retraces']}, {v['propagation_s']:.0f}", f"{v['cycles']:,}",
                        f"{v['fake_quant_vs_reference_max_abs']:.1e}"))
     return out

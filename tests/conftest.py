@@ -9,6 +9,11 @@ import torch
 # spinning for the other's core, run slower than one thread each.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // _WORKERS)))
+# ... and so do the artifacts' runtimes (ONNX Runtime, OpenVINO, IREE take every core when asked for no threads), in
+# this process and in the CLI subprocesses tests start: two workers' pools of every core each, one of them spinning,
+# ran the multi-runtime port tests up to twice as slow as one thread each.
+if _WORKERS > 1:
+    os.environ.setdefault("NPUPORT_THREADS", str(torch.get_num_threads()))
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -26,11 +31,14 @@ PERSONA_TEXTS = [
 ]
 
 
-# Scheduling hint for pytest-xdist (`--dist load`, pyproject addopts): the tests measured slowest (2 cores, AVX2; whole
-# compiles of step graphs and NPU pipelines) start first, so no worker starts a long one when the others are done.
-# Order only: a name missing here runs later, nothing is skipped. (Grouping tests by module fixture with xdist_group
-# marks would save the fixtures that both workers now build, but pytest 9 no longer reads the node id that
-# pytest-xdist 3.8 rewrites to attach a group, so the marks are ignored there: checked on a worker.)
+# Scheduling hint for pytest-xdist (`--dist loadscope --no-loadscope-reorder`, pyproject addopts): each test module
+# runs whole on one worker, so its module-scoped fixtures (a port to every runtime, an Ethos-U compile) are built
+# once; under `--dist load` a module's tests were spread over both workers and interleaved with other modules', and
+# those fixtures were built up to three times. Modules go out in the order of their first test here: the modules
+# holding the tests measured slowest (2 cores; whole compiles of step graphs and NPU pipelines) first, so that no
+# worker starts a long one when the other is done. Order only: a name missing here runs later, nothing is skipped.
+# (xdist_group marks would do the grouping by hand, but pytest 9 no longer reads the node id that pytest-xdist 3.8
+# rewrites to attach a group, so the marks are ignored there: checked on a worker.)
 SLOW_FIRST = ("inductor", "test_ethosu", "test_cli_diloco_survives", "iree", "test_detector_e2e", "test_check", "test_ft",
               "test_distributed", "test_classifiers",
               "test_int8", "test_qnn", "test_backends", "test_pretrained", "test_lm_train", "test_outputs")
@@ -100,6 +108,22 @@ def tiny_model_dir(tmp_path_factory):
     tok = fixed_tokenizer(PERSONA_TEXTS * 3, vocab_size=300)
     model = build_preset("tiny-modernbert", seed=1, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
                          cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
+                         bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
+    model.save_pretrained(d, tokenizer=tok)
+    return d
+
+
+@pytest.fixture(scope="session")
+def npu_model_dir(tmp_path_factory):
+    """The tiny ModernBERT detector at two layers (one global, one sliding-window), for the tests that lower it for an
+    integer NPU: ExecuTorch's Arm lowering retraces the graph once per pass, so its time grows with the layers, and
+    two keep both attention kinds."""
+    from npuport.models.detector import build_preset
+
+    d = tmp_path_factory.mktemp("npu_model")
+    tok = fixed_tokenizer(PERSONA_TEXTS * 3, vocab_size=300)
+    model = build_preset("tiny-modernbert", seed=1, num_hidden_layers=2, vocab_size=len(tok),
+                         pad_token_id=tok.pad_token_id, cls_token_id=tok.cls_token_id, sep_token_id=tok.sep_token_id,
                          bos_token_id=tok.cls_token_id, eos_token_id=tok.sep_token_id)
     model.save_pretrained(d, tokenizer=tok)
     return d

@@ -26,10 +26,10 @@ def workspace(tmp_path_factory):
     return d
 
 
-def _train_args(ws, out, epochs=3, extra=()):
+def _train_args(ws, out, epochs=3, extra=(), max_len=128):
     return ["-q", "detector", "train", "--data", str(ws / "data" / "train.jsonl"), "--val", str(ws / "data" / "val.jsonl"),
             "--preset", "tiny-modernbert", "--tokenizer", str(ws / "tok"), "-o", str(out), "--epochs", str(epochs),
-            "--lr", "2e-3", "--batch", "16", "--max-len", "128", "--patience", "100", *extra]
+            "--lr", "2e-3", "--batch", "16", "--max-len", str(max_len), "--patience", "100", *extra]
 
 
 def test_train_eval_port(workspace, tmp_path):
@@ -58,8 +58,10 @@ def test_train_eval_port(workspace, tmp_path):
 
 def test_resume_after_kill_matches_uninterrupted(workspace, tmp_path):
     full, cut = tmp_path / "full", tmp_path / "cut"
-    assert main(_train_args(workspace, full, epochs=4)) == 0
-    cmd = [sys.executable, "-m", "npuport.cli", *_train_args(workspace, cut, epochs=4)]
+    # 3 epochs of rows cut to 64 tokens: a kill between epochs and a resume need no more (the suite's time)
+    args = {"epochs": 3, "max_len": 64}
+    assert main(_train_args(workspace, full, **args)) == 0
+    cmd = [sys.executable, "-m", "npuport.cli", *_train_args(workspace, cut, **args)]
     # The same thread count as the in-process runs it is compared with (conftest sets one per xdist worker): a float
     # sum split over another number of threads rounds differently, and the comparison is to 1e-6.
     import torch
@@ -74,12 +76,12 @@ def test_resume_after_kill_matches_uninterrupted(workspace, tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # a hard interruption: no cleanup runs
     proc.wait()
     saved = json.loads(state.read_text())
-    assert saved["epoch"] < 4, "the run finished before it could be interrupted"
+    assert saved["epoch"] < 3, "the run finished before it could be interrupted"
     assert not (cut / "train_summary.json").exists()
-    assert main(_train_args(workspace, cut, epochs=4, extra=("--resume",))) == 0
+    assert main(_train_args(workspace, cut, extra=("--resume",), **args)) == 0
     a = [json.loads(ln) for ln in (full / "metrics.jsonl").read_text().splitlines()]
     b = [json.loads(ln) for ln in (cut / "metrics.jsonl").read_text().splitlines()]
-    assert [r["epoch"] for r in b] == [1, 2, 3, 4]
+    assert [r["epoch"] for r in b] == [1, 2, 3]
     for x, y in zip(a, b):
         assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-6, abs=1e-7)
         assert x["val_f1"] == y["val_f1"]

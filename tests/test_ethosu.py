@@ -16,9 +16,9 @@ pytestmark = needs_ethos_u()
 
 
 @pytest.fixture(scope="module")
-def ported(tiny_model_dir, eval_jsonl, tmp_path_factory):
+def ported(npu_model_dir, eval_jsonl, tmp_path_factory):
     out = tmp_path_factory.mktemp("ethosu") / "out"
-    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+    assert main(["-q", "port", str(npu_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
                  "--precision", "int8", "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
     (art,) = find_artifacts(out)
     return out, art, json.loads((art / "manifest.json").read_text())
@@ -75,8 +75,8 @@ def test_the_artifact_reruns_and_verify_refuses_a_changed_partition(ported, eval
     assert main(["-q", "verify", str(out)]) == 1
 
 
-def test_fp32_is_refused_naming_the_integer_precisions(tiny_model_dir, tmp_path, capsys):
-    assert main(["-q", "port", str(tiny_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16",
+def test_fp32_is_refused_naming_the_integer_precisions(npu_model_dir, tmp_path, capsys):
+    assert main(["-q", "port", str(npu_model_dir), "-o", str(tmp_path / "o"), "--seq-len", "16",
                  "--backend", "ethos-u", "--precision", "fp32"]) == 2
     assert "supports precision int8, int16, not fp32" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -105,11 +105,11 @@ def test_host_graph_round_trip_without_pickle(tmp_path):
     torch.testing.assert_close(prog(ids, mask)[0], ep.module()(ids, mask), rtol=0, atol=0)
 
 
-def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_jsonl, tmp_path):
+def test_int16_groups_compile_as_a16w8_beside_int8(ported, npu_model_dir, eval_jsonl, tmp_path):
     """P13: per-module a16w8 (16-bit activations, 8-bit weights) in the named groups through ExecuTorch's quantizer,
     the rest int8, in the same Vela program; its cost on the target against the all-int8 port of the same model."""
     out = tmp_path / "o"
-    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+    assert main(["-q", "port", str(npu_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
                  "--precision", "int8", "--eval-data", str(eval_jsonl), "--bench-runs", "1", "--int16", "layernorm,ffn_out",
                  "--sensitivity"]) == 0
     (art,) = find_artifacts(out)
@@ -131,11 +131,11 @@ def test_int16_groups_compile_as_a16w8_beside_int8(ported, tiny_model_dir, eval_
                for v in sens.values())
 
 
-def test_int16_is_the_default_and_quantises_layernorm_in_its_scaled_form(tiny_model_dir, eval_jsonl, tmp_path):
+def test_int16_is_the_default_and_quantises_layernorm_in_its_scaled_form(npu_model_dir, eval_jsonl, tmp_path):
     """P13: int16 is ethos-u's default precision (the recipe that holds the demo detector's decisions); the LayerNorms are quantised as ScaledLayerNorm (exact in float, so the port's float proof of
     that form is ~0), whose rsqrt stays accurate in ExecuTorch's 16-bit tables (tests/test_integer_layernorm.py)."""
     out = tmp_path / "o"
-    assert main(["-q", "port", str(tiny_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
+    assert main(["-q", "port", str(npu_model_dir), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
                  "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
     (art,) = find_artifacts(out)
     m = json.loads((art / "manifest.json").read_text())

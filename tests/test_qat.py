@@ -17,9 +17,9 @@ pytestmark = needs_ethos_u()
 
 
 @pytest.fixture(scope="module")
-def qat_model(tiny_model_dir, eval_jsonl, tmp_path_factory):
+def qat_model(npu_model_dir, eval_jsonl, tmp_path_factory):
     out = tmp_path_factory.mktemp("qat") / "run"
-    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+    assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
                  "--batch", "4", "--max-len", "16", "--epochs", "3", "--lr", "1e-3", "-o", str(out)]) == 0
     return out / "model"
 
@@ -33,7 +33,7 @@ def ported(qat_model, eval_jsonl, tmp_path_factory):
     return json.loads((art / "manifest.json").read_text())
 
 
-def test_qat_trains_the_weights_and_keeps_the_ranges_per_batch_size(qat_model, tiny_model_dir):
+def test_qat_trains_the_weights_and_keeps_the_ranges_per_batch_size(qat_model, npu_model_dir):
     info = json.loads((qat_model / "qat.json").read_text())
     assert (info["target"], info["device"], info["precision"], info["shape"]) == ("ethos-u", "ethos-u55-128", "int8",
                                                                                  [4, 16])
@@ -41,7 +41,7 @@ def test_qat_trains_the_weights_and_keeps_the_ranges_per_batch_size(qat_model, t
     assert "differs" in info["ranges_origin"]["1"]  # batch 1's graph specialises views: its own ranges, said so
     for k in ("float", "fake_quant_before", "fake_quant_after"):
         assert 0 <= info[k]["decisions_kept_vs_float"] <= 1
-    before, after = load_file(tiny_model_dir / "model.safetensors"), load_file(qat_model / "model.safetensors")
+    before, after = load_file(npu_model_dir / "model.safetensors"), load_file(qat_model / "model.safetensors")
     changed = {k for k in before if not before[k].equal(after[k])}
     assert changed and not any("embeddings" in k for k in changed)  # trained, with the embedding block frozen
     ranges = load_file(qat_model / "qat_ranges.safetensors")
@@ -85,10 +85,10 @@ def test_changed_ranges_are_refused_before_any_work(qat_model, tmp_path, capsys)
     assert not (tmp_path / "o").exists()
 
 
-def test_qat_refuses_a_used_output_before_training(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+def test_qat_refuses_a_used_output_before_training(npu_model_dir, eval_jsonl, tmp_path, capsys):
     (tmp_path / "o").mkdir()
     (tmp_path / "o" / "mine.txt").write_text("keep")
-    argv = ["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+    argv = ["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
             "-o", str(tmp_path / "o")]
     assert main(argv) == 2
     assert "choose another -o or pass --overwrite" in capsys.readouterr().err
@@ -102,18 +102,18 @@ def test_doctor_names_the_qat_targets(capsys):
     assert info["ethos-u"]["qat"] and not info["onnxruntime"]["qat"]
 
 
-def test_qat_needs_a_target_with_a_quantizer(tiny_model_dir, eval_jsonl, tmp_path, capsys):
-    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat",
+def test_qat_needs_a_target_with_a_quantizer(npu_model_dir, eval_jsonl, tmp_path, capsys):
+    assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat",
                  "onnxruntime", "-o", str(tmp_path / "q")]) == 2
     err = capsys.readouterr().err
     assert "targets that have one: ethos-u" in err and not (tmp_path / "q").exists()
 
 
-def test_qat_with_16_bit_groups_ports_them_at_16_bits(tiny_model_dir, eval_jsonl, tmp_path):
+def test_qat_with_16_bit_groups_ports_them_at_16_bits(npu_model_dir, eval_jsonl, tmp_path):
     """`--qat-int16 layernorm`: the int8 graph trains with LayerNorm's activations at 16 bits (ExecuTorch's per-module
     a16w8 config, as `port --int16` sets it), and `port` quantises the same groups, so the trained ranges fit."""
     run = tmp_path / "run"
-    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
+    assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
                  "--qat-int16", "layernorm", "--batch", "4", "--max-len", "16", "--epochs", "1", "--lr", "1e-3",
                  "-o", str(run)]) == 0
     info = json.loads((run / "model" / "qat.json").read_text())
@@ -125,7 +125,7 @@ def test_qat_with_16_bit_groups_ports_them_at_16_bits(tiny_model_dir, eval_jsonl
     from npuport.runtimes import _qat, get_runtime
     from npuport.static.adapters import adapt
 
-    static, _ = adapt(load_detector(str(tiny_model_dir)).eval(), "dense")
+    static, _ = adapt(load_detector(str(npu_model_dir)).eval(), "dense")
     example = (torch.ones(2, 16, dtype=torch.long), torch.ones(2, 16, dtype=torch.long))
     spans = {}
     for groups in ((), ("layernorm",)):
@@ -148,8 +148,8 @@ def test_qat_with_16_bit_groups_ports_them_at_16_bits(tiny_model_dir, eval_jsonl
     (["--qat", "ethos-u", "--batch", "4", "--qat-int16", "layernorm", "--qat-precision", "int16"], "drop --qat-int16"),
     (["--qat-int16", "layernorm"], "add --qat TARGET"),
 ])
-def test_qat_16_bit_groups_are_checked_before_anything_is_written(tiny_model_dir, eval_jsonl, tmp_path, capsys, flags,
+def test_qat_16_bit_groups_are_checked_before_anything_is_written(npu_model_dir, eval_jsonl, tmp_path, capsys, flags,
                                                                   phrase):
-    assert main(["-q", "detector", "train", "--init", str(tiny_model_dir), "--data", str(eval_jsonl), *flags,
+    assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), *flags,
                  "-o", str(tmp_path / "q")]) == 2
     assert phrase in capsys.readouterr().err and not (tmp_path / "q").exists()

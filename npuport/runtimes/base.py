@@ -129,7 +129,7 @@ class ShapeSession(Session):
     def __init__(self, directory: Path, manifest: "Manifest", threads: int | None = None):
         self.directory, self.manifest = directory, manifest
         self.shapes = manifest.shapes
-        self.threads = threads or manifest.runtime.options.get("threads")
+        self.threads = threads or manifest.runtime.options.get("threads") or env_threads()
         self.prepare()
         self.programs = {(b, t): self.open_shape(b, t) for b, t in self.shapes}
 
@@ -295,6 +295,21 @@ class Runtime:
         """`step_runner = "mixed"`: compile the gradient graph at `path` for the accelerator -> (a session with
         run(None, feeds), the op types left on the host)."""
         raise ConfigError(f"runtime {self.name!r} has no mixed-precision step graph")
+
+
+def env_threads() -> int | None:
+    """$NPUPORT_THREADS: the threads a loaded artifact's runtime takes when the caller asks for none (unset: the
+    runtime's own default, every core). For processes that share the cores: several replicas or test workers, whose
+    runtimes would otherwise each start a pool as wide as the machine and slow one another down."""
+    import os
+
+    raw = os.environ.get("NPUPORT_THREADS", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise ConfigError(f"NPUPORT_THREADS={raw!r} is not a positive whole number of threads: set it to one (for "
+                          "example NPUPORT_THREADS=1), or unset it to let each runtime use every core")
+    return int(raw)
 
 
 def feeds_of(input_ids: np.ndarray, attention_mask: np.ndarray) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import ArtifactError
 from . import _qat
+from ._histogram import fast_histogram_search
 from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm, set_group_config
 
 
@@ -64,7 +65,8 @@ def seed_ranges(qat, ptq) -> None:
         obs, fq = getattr(ptq, a.target), getattr(qat, b.target)
         if _qat.is_weight(b) or not hasattr(fq, "activation_post_process"):  # weights, and derived (bias) quantizers
             continue
-        scale, zp = obs.calculate_qparams()
+        with fast_histogram_search():
+            scale, zp = obs.calculate_qparams()
         inner = fq.activation_post_process
         lo, hi = inner.quant_min, inner.quant_max
         if inner.qscheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric):

@@ -11,6 +11,8 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
+from ._histogram import fast_histogram_search
+
 if TYPE_CHECKING:
     import torch
 
@@ -167,4 +169,7 @@ def quantize(export, module, example, calib, eu_spec, precision: str, raised: tu
     with torch.no_grad():
         for ids, mask in calib:
             prepared(ids, mask)
-    return prepared if keep_observers else convert_pt2e(prepared)
+    if keep_observers:
+        return prepared
+    with fast_histogram_search():  # the same ranges as torchao's search, without its per-element loop
+        return convert_pt2e(prepared)
