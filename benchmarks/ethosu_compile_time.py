@@ -71,7 +71,7 @@ def main():
     if old.exists():  # a rerun of some variants keeps the others' rows
         prev = json.loads(old.read_text())
         if (prev["target"], prev["seq_len"]) == (a.target, a.seq_len):
-            out["runs"] = prev["runs"]
+            out["runs"] = {k: {"date": prev["date"], **v} for k, v in prev["runs"].items()}  # rows of another run
     for layers in [int(x) for x in a.layers.split(",")]:
         model = tmp / f"modernbert-{layers}"
         build_preset("tiny-modernbert", seed=0, num_hidden_layers=layers).save_pretrained(model)
@@ -92,7 +92,7 @@ def main():
             shape = json.loads((d / b["artifact"] / "manifest.json").read_text())["runtime"]["meta"]["shapes"]
             (s,) = shape.values()
             out["runs"][f"{layers}L/{name}"] = {
-                "layers": layers, "variant": name, "exit_code": rc, "wall_s": round(wall, 1),
+                "layers": layers, "variant": name, "date": out["date"], "exit_code": rc, "wall_s": round(wall, 1),
                 "compile_seconds": b["compile_seconds"], "compile_s": s.get("compile_s"),
                 "propagation_retraces": counted["retraces"], "propagation_s": round(counted["seconds"], 1),
                 "cycles": s["cycles"], "estimated_ms": s["estimated_ms"], "partitions": s["partitions"],

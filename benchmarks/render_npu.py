@@ -72,13 +72,13 @@ def ethosu_compile_time_section(r: dict, link: str) -> list[str]:
            f"dependent moves ([script]({link}/ethosu_compile_time.py), [JSON]({link}/results/{r['_file']})). "
            f"{machine_line(r)}.", "",
            *head("| layers | variant | compile s | of it: quantisation s | of it: lowering s | permute propagation: retraces, s | "
-                 "Vela cycles | fake-quant vs reference |")]
+                 "Vela cycles | fake-quant vs reference | measured |")]
     for v in r["runs"].values():
         low = v["compile_s"]["lower"] if v.get("compile_s") else "—"
         quant = v["compile_s"]["quantize"] if v.get("compile_s") else "—"
         out.append(row(v["layers"], v["variant"], f"{v['compile_seconds']:.0f}", quant, low,
                        f"{v['propagation_retraces']}, {v['propagation_s']:.0f}", f"{v['cycles']:,}",
-                       f"{v['fake_quant_vs_reference_max_abs']:.1e}"))
+                       f"{v['fake_quant_vs_reference_max_abs']:.1e}", (v.get("date") or r["date"])[:16].replace("T", " ")))
     return out
 
 
