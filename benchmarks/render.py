@@ -42,6 +42,7 @@ SECTIONS = [
     Section("b4_b6_precision", s.b4_section, False),
     Section("serve_load", s.serve_section, False),
     Section("serve_fleet", s.serve_fleet_section, True),
+    Section("serve_fleet_minilm", s.serve_fleet_section, True),
     Section("lm_control", s.lm_control_section, True),
     Section("lm_throughput", s.lm_throughput_section, True),
     Section("lm_throughput_avx512", s.lm_throughput_section, True),

@@ -139,7 +139,11 @@ def _fleet_efficiency(results):
     r = results["serve_fleet"]
     where = ("direct ingress; the ingress and load generator on the same cores" if "ingress_modes" in r
              else "proxy and load generator on the same cores")
-    yield {}, f"{r['per_replica_efficiency']:.0%} (1 thread per replica, {where})", (
+    what = {"demo": "the demo detector", "minilm": "MiniLM + new head"}[r.get("model_choice", "minilm")]
+    small = results.get("serve_fleet_minilm")
+    beside = (f"; MiniLM, half its layers: {small['per_replica_efficiency']:.0%}"
+              if small and r.get("model_choice") == "demo" else "")
+    yield {}, f"{r['per_replica_efficiency']:.0%} ({what}, 1 thread per replica, {where}{beside})", (
         r["per_replica_efficiency"],)
 
 

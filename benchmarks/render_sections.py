@@ -738,7 +738,7 @@ def serve_fleet_section(r: dict, link: str) -> list[str]:
     """npuport serve on Ray Serve: 1 and 2 model replicas beside the single process, overload, a replica killed."""
     out = [f"**Serving a fleet on Ray Serve (P14)** — {r['model']}; closed loop, {r['concurrency']} clients, "
            f"{r['duration_s']:.0f} s per run, every server the real CLI, the load generator on the same 2 cores; CPU "
-           f"from each process's CPU time ([script]({link}/serve_fleet.py), [JSON]({link}/results/{r['_file']})). "
+           f"from each process's CPU time ([script]({link}/serve_fleet.py) `--model {r.get('model_choice', 'minilm')}`, [JSON]({link}/results/{r['_file']})). "
            f"{machine_line(r)}.", "",
            *head("| configuration | requests/s | p50 ms | p99 ms | errors | 5xx | CPU cores: server / Ray proxy / "
                  "ingress / model replicas / load generator | started in s |")]
@@ -757,9 +757,10 @@ def serve_fleet_section(r: dict, link: str) -> list[str]:
                 f"{m['per_replica_efficiency']:.0%}** (2-replica requests/s over twice the 1-replica figure); 1 "
                 f"replica against the single process at the same concurrency: {rs['throughput']:.2f}× the throughput, "
                 f"{rs['p50']:.2f}× the p50."
-                + (f" The ceiling on this machine: the 1-replica run spent {r['runs'][f'ray {mode}, 1 replica']['cpu_ms_per_request']:.1f} CPU ms "
+                + (f" The estimate from the 1-replica run's cost: it spent {r['runs'][f'ray {mode}, 1 replica']['cpu_ms_per_request']:.1f} CPU ms "
                    f"per request (every process, the load generator included), so {r['machine']['cpu_count']} cores "
-                   f"give at most {m['efficiency_ceiling_at_1_replica_cpu']:.0%}."
+                   f"give about {m['efficiency_ceiling_at_1_replica_cpu']:.0%} at that cost (the 2-replica run spent "
+                   f"{r['runs'][f'ray {mode}, 2 replicas']['cpu_ms_per_request']:.1f} ms)."
                    if "efficiency_ceiling_at_1_replica_cpu" in m else "")]
     ov = r.get("overload")
     if ov:

