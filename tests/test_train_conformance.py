@@ -134,10 +134,12 @@ def test_graphs_are_standard_onnx_and_npu_graph_has_no_gather(runners):
         assert "aten.embedding" in fused["op_types"] and not list(rs["fused"].compiled_dir.glob("*.onnx"))
 
 
-@pytest.mark.parametrize("backend", GRAPH_BACKENDS)
+@pytest.mark.parametrize("backend", [b for b in GRAPH_BACKENDS if b != "inductor"])
 def test_tier1_standard_graph_large_batch_multithreaded(backend, data, tmp_path, step_graph_dir):
     """The standard (Gather) flavour at 2048 tokens on 2 threads: ONNX Runtime's ScatterND-add, which an
-    embedding backward lowers to, races there; the captured step must not contain it (regression test)."""
+    embedding backward lowers to, races there; the captured step must not contain it (regression test). On the
+    runtimes that compile the ONNX graph; inductor compiles from FX (its step graphs are checked above), and one more
+    AOTInductor compile at this shape was half a minute of the suite."""
     vocab, _ = data
     batches = Batches(encode_documents(read_documents(DEMO_CORPUS), vocab), 16, 128, seed=5)
     model = build_lm(preset_config("tiny", vocab.size, max_seq_len=128), seed=1)
