@@ -224,7 +224,7 @@ def _listener(fleet: Fleet, port: int) -> str:
 
 
 def test_proxy_ingress_answers_and_sigterm_ends_every_ray_process(artifacts):
-    f = Fleet(artifacts, "--ray-ingress", "proxy").wait()
+    f = Fleet(artifacts, "--ray-ingress", "proxy", "--replicas", "1").wait()  # one replica: the hop is under test
     try:
         assert f.ready["ingress"] == "proxy" and "ProxyActor" in _listener(f, f.port)
         r = httpx.post(f.url + "/v1/detect", json=ITEM, timeout=30)
