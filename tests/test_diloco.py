@@ -61,13 +61,25 @@ def test_low_precision_outer_gradients_round_as_documented():
         assert (q[blk] - x[blk]).abs().max() <= x[blk].abs().max() / 127 / 2 + 1e-7
 
 
-def test_int8_and_bf16_outer_gradients_cut_the_bytes_and_still_train(tmp_path):
-    cfg = LMTrainConfig(**TINY, steps=8, runtime="onnxruntime", threads=1)
+CFG8 = LMTrainConfig(**TINY, steps=8, runtime="onnxruntime", threads=1)
+
+
+@pytest.fixture(scope="module")
+def diloco_fp32(tmp_path_factory):
+    """2 workers, H = 4, fp32 outer gradients: the reference of the two tests below (one launch for both)."""
+    out = tmp_path_factory.mktemp("diloco") / "fp32"
+    return out, launch(CFG8, DistConfig(workers=2, sync="diloco", inner_steps=4), out)
+
+
+def test_int8_and_bf16_outer_gradients_cut_the_bytes_and_still_train(tmp_path, diloco_fp32):
+    cfg = CFG8
     sent = {}
     for dtype in ("fp32", "bf16", "int8"):
-        m = launch(cfg, DistConfig(workers=2, sync="diloco", inner_steps=4, outer_dtype=dtype), tmp_path / dtype)
+        run = diloco_fp32[0] if dtype == "fp32" else tmp_path / dtype
+        m = diloco_fp32[1] if dtype == "fp32" else launch(
+            cfg, DistConfig(workers=2, sync="diloco", inner_steps=4, outer_dtype=dtype), run)
         sent[dtype] = m["bytes_sent_per_worker"]
-        losses = [r["loss"] for r in read_metrics(tmp_path / dtype)]
+        losses = [r["loss"] for r in read_metrics(run)]
         assert np.isfinite(losses).all() and losses[-1] < losses[0]
     numel = m["param_bytes"] // 4  # two outer steps (4, 8), each sends one pseudo-gradient
     assert sent["fp32"] == 2 * 4 * numel and sent["bf16"] == 2 * 2 * numel
@@ -75,10 +87,9 @@ def test_int8_and_bf16_outer_gradients_cut_the_bytes_and_still_train(tmp_path):
     assert sent["int8"] == 2 * (blocks * INT8_BLOCK + 4 * blocks)
 
 
-def test_streaming_fragments_sync_one_fragment_at_a_time(tmp_path):
-    cfg = LMTrainConfig(**TINY, steps=8, runtime="onnxruntime", threads=1)
-    m = launch(cfg, DistConfig(workers=2, sync="diloco", inner_steps=4, fragments=2), tmp_path / "f2")
-    full = launch(cfg, DistConfig(workers=2, sync="diloco", inner_steps=4), tmp_path / "f1")
+def test_streaming_fragments_sync_one_fragment_at_a_time(tmp_path, diloco_fp32):
+    m = launch(CFG8, DistConfig(workers=2, sync="diloco", inner_steps=4, fragments=2), tmp_path / "f2")
+    full = diloco_fp32[1]
     # one fragment every 2 steps = the same bytes as the whole model every 4 steps
     assert m["bytes_sent_per_worker"] == full["bytes_sent_per_worker"]
     ms = read_metrics(tmp_path / "f2")

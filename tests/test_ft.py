@@ -137,7 +137,7 @@ def _wait(pred, what: str, proc, limit: float = TIMEOUT) -> None:
 # live state, never from disk, so one kept checkpoint is enough here. 160 steps of 32 tokens (was 240 of 64: the
 # suite's CPU, 159 -> 116 CPU seconds for this test; the faulted run's validation came within 0.6 % of the reference).
 SMALL = ("--preset", "small", "--seq-len", "32", "--steps", "160", "--sync", "diloco", "--inner-steps", "8",
-         "--eval-every", "40", "--ckpt-every", "40", "--keep-checkpoints", "1")
+         "--eval-every", "80", "--ckpt-every", "80", "--keep-checkpoints", "1")
 
 
 def test_cli_diloco_survives_a_sigkilled_worker(tmp_path):

@@ -81,10 +81,14 @@ def test_train_top_layers_leaves_the_rest_untouched(minilm, tmp_path):
 
 def test_pretrained_ports_with_proof_on_real_sentences(minilm, tmp_path):
     out = tmp_path / "out"
+    # every third row of the check set: 49 rows in all three languages (the suite's time: each row runs on eager and
+    # two runtimes)
+    rows = tmp_path / "check_third.jsonl"
+    rows.write_text("".join(CHECK.read_text(encoding="utf-8").splitlines(keepends=True)[::3]), encoding="utf-8")
     assert main(["-q", "port", str(minilm), "--new-head", "-o", str(out), "--buckets", "64,128",
-                 "--backend", "onnxruntime,openvino", "--eval-data", str(CHECK), "--bench-runs", "1"]) == 0
+                 "--backend", "onnxruntime,openvino", "--eval-data", str(rows), "--bench-runs", "1"]) == 0
     report = json.loads((out / "report.json").read_text())
     for name, per in report["backends"].items():
         data = per["fp32"]["parity"]["data"]
-        assert data["n"] == sum(1 for _ in CHECK.open()) and data["decision_agreement"] == 1.0, name
+        assert data["n"] == 49 and data["decision_agreement"] == 1.0, name
         assert per["fp32"]["max_abs_logit_diff"] < 1e-4, name
