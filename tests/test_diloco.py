@@ -72,12 +72,11 @@ def diloco_fp32(tmp_path_factory):
 
 
 def test_int8_and_bf16_outer_gradients_cut_the_bytes_and_still_train(tmp_path, diloco_fp32):
-    cfg = CFG8
     sent = {}
     for dtype in ("fp32", "bf16", "int8"):
         run = diloco_fp32[0] if dtype == "fp32" else tmp_path / dtype
         m = diloco_fp32[1] if dtype == "fp32" else launch(
-            cfg, DistConfig(workers=2, sync="diloco", inner_steps=4, outer_dtype=dtype), run)
+            CFG8, DistConfig(workers=2, sync="diloco", inner_steps=4, outer_dtype=dtype), run)
         sent[dtype] = m["bytes_sent_per_worker"]
         losses = [r["loss"] for r in read_metrics(run)]
         assert np.isfinite(losses).all() and losses[-1] < losses[0]
