@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import RESULTS, meta, write_result
@@ -56,6 +57,8 @@ def main():
                     "this script made: its report.json) instead of porting again")
     ap.add_argument("--splits", default=",".join(SPLITS), help="unseen splits to verify on (default: both; a run "
                     "with one records only it, and its goal row says the other is missing)")
+    ap.add_argument("--jobs", type=int, default=1, help="splits verified at once (2: both splits side by side, each "
+                    "verify's s per row then counts the other's load)")
     ap.add_argument("--timeout", type=int, default=3 * 3600)
     a = ap.parse_args()
     splits = [x for x in a.splits.split(",") if x]
@@ -100,7 +103,7 @@ def main():
                       "device": manifest.get("device") or rt.get("device"), "int16": rt.get("int16"),
                       "host_ops": rt.get("host_ops"), "cost": rt.get("cost"),
                       "gate": manifest["parity"].get("data", {}).get("decision_agreement"), "splits": {}})
-        for split in splits:
+        def verify(split):
             rows = demo / "data" / f"{split}.jsonl"
             lines = rows.read_text().splitlines()
             order = list(range(len(lines)))  # sampled rows' line numbers in the split, for the changed rows
@@ -112,17 +115,22 @@ def main():
             res = tmp / f"verify-{split}.json"
             vrc, vtail, vwall = _cli(["verify", str(out), "--eval-data", str(rows), "--json", str(res)], a.timeout)
             if not res.exists():
-                entry["splits"][split] = {"rc": vrc, "failed": vtail}
-                continue
+                return {"rc": vrc, "failed": vtail}
             (name, r), = json.loads(res.read_text())["artifacts"].items()
             d = r["parity"]["data"]
-            entry["splits"][split] = {"rc": vrc, "rows": d.get("n"), "decision_agreement": d["decision_agreement"],
-                                      "max_abs_logit_diff": d["max_abs_logit_diff"],
-                                      "max_abs_prob_diff": d["max_abs_prob_diff"], "psnr_db": d.get("psnr_db"),
-                                      # line numbers (0-based) in the split's file of rows whose decision changed
-                                      "changed_lines": [order[i] for i in d.get("changed_rows") or []],
-                                      "wall_s": round(vwall, 1), "s_per_row": round(vwall / max(1, d.get("n") or 1), 2)}
-            print(a.target, split, json.dumps(entry["splits"][split]), flush=True)
+            return {"rc": vrc, "rows": d.get("n"), "decision_agreement": d["decision_agreement"],
+                    "max_abs_logit_diff": d["max_abs_logit_diff"],
+                    "max_abs_prob_diff": d["max_abs_prob_diff"], "psnr_db": d.get("psnr_db"),
+                    # line numbers (0-based) in the split's file of rows whose decision changed
+                    "changed_lines": [order[i] for i in d.get("changed_rows") or []],
+                    "wall_s": round(vwall, 1), "s_per_row": round(vwall / max(1, d.get("n") or 1), 2)}
+
+        with ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:  # each verify is its own process
+            for split, figs in zip(splits, pool.map(verify, splits)):
+                entry["splits"][split] = figs
+                print(a.target, split, json.dumps(figs), flush=True)
+        if a.jobs > 1:
+            entry["jobs"] = a.jobs
     # read-modify-write at the end: a run of another target may have written its entry meanwhile
     old = RESULTS / "npu_verify.json"
     targets = json.loads(old.read_text())["targets"] if old.exists() else {}

@@ -64,6 +64,7 @@ def test_calibrated_qdq_on_the_htp(tiny_model_dir, eval_jsonl, tmp_path, precisi
     kept = int(meta["quantization"].split("; ")[1].split()[0])
     assert kept >= 3, meta["quantization"]
     assert meta["whole_graph_on_npu"], meta["host_ops"]  # only the final DequantizeLinear stays on the host
+    assert meta["matmul_weights"] == "int8 per output channel"  # and the HTP runs them (whole graph on the NPU)
     drift = m["parity"]["probes"]["max_abs_logit_diff"]
     assert 0 < drift and m["parity"]["probes"]["pass"] and m["parity"]["data"]["decision_agreement"] >= 0.99
     # AI Hub's figures beside max|Δ|: PSNR of the logits (finite: the integer graph is not exact) and top-1
@@ -74,6 +75,34 @@ def test_calibrated_qdq_on_the_htp(tiny_model_dir, eval_jsonl, tmp_path, precisi
     # the profile's load time: opening the context binary, as a server does at start
     entry = json.loads((out / "report.json").read_text())["backends"]["qnn"][precision]
     assert 0 < m["latency"]["load_s"] == entry["load_seconds"] and "load s" in report
+
+
+def test_matmul_weights_are_quantised_per_output_channel(tmp_path):
+    """One symmetric int8 scale per column of each MatMul weight [K, N]: a column of small weights beside a column
+    of large ones keeps its resolution (per tensor it would round to 0)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from npuport.runtimes.qnn import _quantize_mixed
+
+    w = np.stack([np.linspace(-1e-3, 1e-3, 8), np.linspace(-4.0, 4.0, 8)], axis=1).astype(np.float32)  # [K=8, N=2]
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 2])],
+                              [numpy_helper.from_array(w, "w")])
+    src, dst = tmp_path / "pre.onnx", tmp_path / "q.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(src))
+    feeds = [{"x": np.random.default_rng(i).standard_normal((1, 4, 8)).astype(np.float32)} for i in range(4)]
+    _quantize_mixed(src, dst, feeds, {}, base="8", other=())
+    q = onnx.load(str(dst))
+    inits = {t.name: numpy_helper.to_array(t) for t in q.graph.initializer}
+    (dq,) = [n for n in q.graph.node if n.op_type == "DequantizeLinear" and n.input[0] in inits
+             and inits[n.input[0]].shape == w.shape]
+    assert {a.name: a.i for a in dq.attribute}.get("axis") == 1
+    codes, scale = inits[dq.input[0]], inits[dq.input[1]]
+    assert codes.dtype == np.int8 and scale.shape == (2,)  # symmetric int8, one scale per output column
+    np.testing.assert_allclose(codes * scale, w, atol=scale.max() / 2 + 1e-9)
+    assert np.abs(codes[:, 0]).max() == 127  # the small column uses all its steps
 
 
 def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_dir, tmp_path, capsys):

@@ -124,6 +124,16 @@ def npu_groups(path: Path) -> dict[str, list[str]]:
     return dict(sorted(groups.items(), key=lambda kv: _order(kv[0])))
 
 
+def matmul_weights(path: Path) -> list[str]:
+    """The 2-D float initializers MatMuls multiply by ([K, N]: per output channel is axis 1)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    inits = {i.name: i for i in model.graph.initializer
+             if i.data_type == onnx.TensorProto.FLOAT and len(i.dims) == 2}
+    return sorted({n.input[1] for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits})
+
+
 def activation_tensors(path: Path, nodes: list[str]) -> list[str]:
     """The activations (not weights, constants or graph inputs) that `nodes` read and write: what a 16-bit
     override names (its weights stay 8-bit)."""

@@ -207,18 +207,24 @@ def _prepared(src: Path, captured, spec) -> tuple[Path, list[dict], dict[str, li
 
 def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, base: str, other: tuple[str, ...],
                     host: tuple[str, ...] = ()):
-    """QDQ for the HTP: 8-bit weights; activations `base` bits ("8" or "16"), the groups in `other` at the other
-    width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors (add_qtype_converts). `host`:
+    """QDQ for the HTP: 8-bit weights (MatMul's per output channel); activations `base` bits ("8" or "16"), the
+    groups in `other` at the other width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors (add_qtype_converts). `host`:
     groups left in float, which the HTP (integer graph, no fp16 here) leaves to the host CPU."""
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes
+    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes, matmul_weights
 
     act, flip = ((QuantType.QUInt16, QuantType.QUInt8) if base == "16" else (QuantType.QUInt8, QuantType.QUInt16))
     keep = attention_mask_nodes(pre) + [n for g in host for n in groups[g]]
     nodes = [n for g in other for n in groups[g]]
     overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes)}
+    # MatMul weights per output channel (int8, symmetric: what the HTP takes per channel). ORT's QNN config still
+    # forces them per tensor ("QNN does not support per-channel MatMul"), which onnxruntime-qnn no longer requires:
+    # the HTP runs a per-channel DQ -> MatMul inside an integer QDQ group (onnxruntime-qnn#650). One scale per
+    # [K, N] matrix was the detector's largest error: with float activations and every other tensor exact, 8-bit
+    # per-tensor MatMul weights alone flipped 36 of 660 held-out-family decisions, per-channel ones 1 (NOTES, P13).
+    overrides.update({w: [{"quant_type": QuantType.QInt8, "symmetric": True, "axis": 1}] for w in matmul_weights(pre)})
     config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
                                 nodes_to_exclude=keep, init_overrides=overrides or None)
     quantize(str(pre), str(dst), config)
@@ -244,9 +250,10 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     keep = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
                            host=host)
     act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
-    meta = {"quantization": f"QDQ static: activations {act}, weights QUInt8 (MinMax calibration); "
+    meta = {"quantization": f"QDQ static: activations {act}, MatMul weights QInt8 per output channel, other weights "
+                            f"QUInt8 (MinMax calibration); "
                             f"{len(keep)} nodes kept in float (the attention mask{', ' + ', '.join(host) if host else ''})",
-            "kept_fp32": list(host),
+            "kept_fp32": list(host), "matmul_weights": "int8 per output channel",
             "calibration": spec.calibration_source, "calibration_batches": len(feeds),
             "int16": raised if base == "8" else ["all"], "int16_by_default": by_default}
     if spec.options.get("sensitivity") and base == "8":
