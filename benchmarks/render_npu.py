@@ -113,3 +113,24 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
                        " / ".join(f"{v['s_per_row']:.2f}" for v in done) or "—", machine_line(t)))
     notes = [f"{name}: {t['note']}" for name, t in r["targets"].items() if t.get("note")]
     return out + (["", "Notes — " + "; ".join(notes) + "."] if notes else [])
+
+
+def qnn_weights_section(r: dict, link: str) -> list[str]:
+    """P13: the MatMul weights' share of the HTP's int8 error, isolated in float (qnn_weights.json)."""
+    out = [f"**Where the HTP's int8 error came from: MatMul weights per tensor or per channel (P13)** — the demo detector "
+           f"({r['demo_init']} init) as its ONNX graph at 1 × {r['bucket']}, run in float by ONNX Runtime on the CPU with "
+           f"only its {r['matmul_weights']} MatMul weights replaced by their 8-bit values: *per tensor* (asymmetric, one "
+           "scale per matrix: what ONNX Runtime's QNN config made of them) or *per channel* (symmetric int8, one scale "
+           "per output column: qnn's recipe now). Activations stay float, so every flipped decision is the weights' "
+           "alone; every row of both unseen splits, against eager fp32. No NPU executes here "
+           f"([script]({link}/qnn_weights.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| MatMul weights | test: decisions kept | flipped | max abs Δlogit | test_family: decisions kept | "
+                 "flipped | max abs Δlogit |")]
+    for name in ("float", "per-tensor", "per-channel"):
+        cells = []
+        for split in ("test", "test_family"):
+            v = r["splits"][split]["variants"][name]
+            cells += [f"{v['decision_agreement']:.2%} of {v['rows']}", v["flipped"], f"{v['max_abs_logit_diff']:.2g}"]
+        out.append(row({"float": "float (the graph itself)", "per-tensor": "8-bit per tensor",
+                        "per-channel": "8-bit per output channel"}[name], *cells))
+    return out

@@ -474,6 +474,14 @@ def npu_mixed_section(r: dict, link: str) -> list[str]:
             out.append(f"| ↳ auto round | 16-bit in {', '.join(t.get('int16') or []) or 'nothing'} | | "
                        f"{t['decision_agreement']:.1%} (refused) | {t['max_abs_logit_diff']:.2f} | | | "
                        f"{(t.get('cost') or {}).get('context_mb', '—')} MB context | |")
+    qnn_int = [n for n, v in r["recipes"].items() if n.startswith("qnn-") and "int" in v.get("flags", "")]
+    per_tensor = [n for n in qnn_int if "per output channel" not in (r["recipes"][n].get("quantization") or "")]
+    if per_tensor:  # recorded in each recipe's quantization string
+        which = ("every qnn integer row above" if per_tensor == qnn_int else
+                 ", ".join(dict.fromkeys(n.split(", calibrated on")[0] for n in per_tensor)))
+        out += ["", f"MatMul weights per tensor in {which}: measured before qnn quantised them per "
+                "output channel (the unseen-rows table below has qnn's default with per-channel weights, and the "
+                "weights table after it why)."]
     if sens:
         first = next(iter(sens.values()))
         out += ["", f"Sensitivity ({first['rows']} calibration rows, on the {first['judged_on']}): each group alone at "
