@@ -220,7 +220,8 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     # forces them per tensor ("QNN does not support per-channel MatMul"), which onnxruntime-qnn no longer requires:
     # the HTP runs a per-channel DQ -> MatMul inside an integer QDQ group (onnxruntime-qnn#650). One scale per
     # [K, N] matrix was the detector's largest error: with float activations and every other tensor exact, 8-bit
-    # per-tensor MatMul weights alone flipped 36 of 660 held-out-family decisions, per-channel ones 1 (NOTES, P13).
+    # per-tensor MatMul weights alone flipped 36 of 660 held-out-family decisions, per-channel ones none
+    # (benchmarks/qnn_weights.py).
     overrides.update({w: [{"quant_type": QuantType.QInt8, "symmetric": True, "axis": 1}] for w in matmul_weights(pre)})
     config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
                                 nodes_to_exclude=keep, init_overrides=overrides or None)
