@@ -205,8 +205,9 @@ def _prepared(src: Path, captured, spec) -> tuple[Path, list[dict], dict[str, li
 def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, base: str, other: tuple[str, ...],
                     host: tuple[str, ...] = ()):
     """QDQ for the HTP: 8-bit weights (MatMul's per output channel); activations `base` bits ("8" or "16"), the
-    groups in `other` at the other width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors (add_qtype_converts). `host`:
-    groups left in float, which the HTP (integer graph, no fp16 here) leaves to the host CPU."""
+    groups in `other` at the other width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors
+    (add_qtype_converts). `host`: groups left in float, which the HTP (integer graph, no fp16 here) leaves to the
+    host CPU."""
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
