@@ -9,15 +9,16 @@ own machine and date, so a part can be re-run alone (--parts) on a quiet machine
              Disjoint sets: calibrated on 256 rows of the train split, gated (min-agreement, auto's rounds) on the
              val split, and reported by `npuport verify` on the test split (unseen personas) and on test_family
              (unseen personas written in a template family no training row saw), so nothing chosen saw those rows.
-  speed      mmBERT-base (random init) 1 x 512: eager fp32, ORT / OpenVINO fp32 and int8 (also with ffn_out in
-             float: the graph of those variants), and the same with
-             --attention banded, interleaved in one process (npuport bench).
+  speed      mmBERT-small (random init; the seed's model family and the P13 done-when's model) 1 x 512: eager fp32,
+             ORT / OpenVINO fp32 and int8 (also with ffn_out in float: the graph of those variants), and the same
+             with --attention banded, interleaved in one process (npuport bench).
+  speed_base the same for mmBERT-base.
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              this part measures speed only; decisions are the first part's.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
              serving path) vs the raw onnxruntime call on the same session, interleaved, medians.
 
-    python benchmarks/p11_int8.py [--runs 10] [--parts decisions,overhead,speed]
+    python benchmarks/p11_int8.py [--runs 10] [--parts decisions,overhead,speed,speed_base]
 """
 
 import argparse
@@ -123,8 +124,8 @@ def _interleaved_p50(arts: dict, rounds: int = 40) -> dict:
     return {n: round(statistics.median(v), 2) for n, v in times.items()}
 
 
-def speed(tmp, runs: int, prog) -> dict:
-    src, shapes = ModelSource(preset="mmbert-base", random_init=True), ShapeSpec(buckets=(512,))
+def speed(tmp, runs: int, prog, preset: str) -> dict:
+    src, shapes = ModelSource(preset=preset, random_init=True), ShapeSpec(buckets=(512,))
     art = f"{tmp}/speed"
     port(PortConfig(source=src, out=art, runtimes=("onnxruntime", "openvino"), shapes=shapes, capture_methods=(),
                     bench_runs=1), prog)
@@ -146,7 +147,7 @@ def speed(tmp, runs: int, prog) -> dict:
          prog)
     for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8", "speedb8/openvino-int8"):
         shutil.move(f"{tmp}/{d}", f"{art}/{d.replace('/', '-')}")
-    return bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)
+    return {"preset": preset, **bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)}
 
 
 def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
@@ -184,7 +185,8 @@ def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
             "overhead_vs_raw": {n: v / base - 1 for n, v in med.items() if n != "raw onnxruntime"}}
 
 
-PARTS = ("decisions", "overhead", "speed")
+PARTS = ("decisions", "overhead", "speed", "speed_base")
+SPEED_PRESETS = {"speed": "mmbert-small", "speed_base": "mmbert-base"}
 
 
 def main():
@@ -211,13 +213,15 @@ def main():
             kept = (previous.get("decisions") or {}).get("variants", {}) if args.variants else {}
             body = {"decisions": lambda: {"variants": {**kept, **decisions(root, tmp, prog, args.variants)}},
                     "overhead": lambda: overhead(root, tmp, prog),
-                    "speed": lambda: speed(tmp, args.runs, prog)}[part]()
+                    "speed": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed"]),
+                    "speed_base": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed_base"])}[part]()
             res[part] = {"date": head["date"], "machine": head["machine"], "versions": head["versions"],
                          "seconds": round(time.perf_counter() - t0, 1), **body}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     write_result("p11_int8", {**meta("p11_int8.py"), "goal_agreement": GOAL_AGREEMENT,
-                              "model": "demo detector (decisions, overhead); mmBERT-base random init (speed)", **res})
+                              "model": "demo detector (decisions, overhead); mmBERT-small / mmBERT-base random init "
+                                       "(speed / speed_base)", **res})
 
 
 if __name__ == "__main__":

@@ -410,7 +410,8 @@ def _int8_row(results):
     _, x, rt, fast, good, agree = max(rows)
     flags = _flags(sp) + ("" if _flags(sp) == _flags(dec) else f" (decisions: {_flags(dec)})")
     isa = "VNNI" if _has_vnni(sp) else "no VNNI"
-    yield ({"goal": f"{{0}} ({isa}); {{1}}"}, f"{rt}: {fast} {x:.2f}× ({sp['date'][:10]}); the same graph's decisions "
+    yield ({"goal": f"{{0}} ({isa}); {{1}}"}, f"{rt}: {fast} {x:.2f}× ({sp.get('preset', 'mmbert-base')}, "
+           f"{sp['date'][:10]}); the same graph's decisions "
            f"on unseen data (the lower of test and test_family): {good} {agree:.2%}", (x, agree), flags, (speed, dbar))
 
 

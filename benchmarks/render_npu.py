@@ -116,21 +116,37 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
 
 
 def qnn_weights_section(r: dict, link: str) -> list[str]:
-    """P13: the MatMul weights' share of the HTP's int8 error, isolated in float (qnn_weights.json)."""
-    out = [f"**Where the HTP's int8 error came from: MatMul weights per tensor or per channel (P13)** — the demo detector "
+    """P13: the MatMul weights' and the embeddings' shares of the HTP's int8 error, isolated in float
+    (qnn_weights.json)."""
+    out = [f"**Where the HTP's int8 error came from: MatMul weights, then the embeddings (P13)** — the demo detector "
            f"({r['demo_init']} init) as its ONNX graph at 1 × {r['bucket']}, run in float by ONNX Runtime on the CPU with "
            f"only its {r['matmul_weights']} MatMul weights replaced by their 8-bit values: *per tensor* (asymmetric, one "
            "scale per matrix: what ONNX Runtime's QNN config made of them) or *per channel* (symmetric int8, one scale "
            "per output column: qnn's recipe now). Activations stay float, so every flipped decision is the weights' "
-           "alone; every row of both unseen splits, against eager fp32. No NPU executes here "
-           f"([script]({link}/qnn_weights.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
-           *head("| MatMul weights | test: decisions kept | flipped | max abs Δlogit | test_family: decisions kept | "
+           "alone. The last rows add what of the embeddings an int8 recipe leaves at 8 bits: the tables Gather reads "
+           f"({', '.join(r.get('embedding_tables', []))}; per tensor), then the embedding activations (per tensor, MinMax "
+           "over the validation split; the LayerNorm's input and output excepted, 16-bit in every recipe here), all of "
+           "them or only those carrying the vocabulary table's type "
+           f"({', '.join(r.get('table_carriers', []))}: what qnn's int8 default keeps at 8 bits). Every row of both "
+           f"unseen splits, against eager fp32. No NPU executes here ([script]({link}/qnn_weights.py), "
+           f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| 8-bit values | test: decisions kept | flipped | max abs Δlogit | test_family: decisions kept | "
                  "flipped | max abs Δlogit |")]
-    for name in ("float", "per-tensor", "per-channel"):
+    names = {"float": "none (the float graph itself)", "per-tensor": "MatMul weights per tensor",
+             "per-channel": "MatMul weights per output channel",
+             "per-channel + embedding tables": "… and the embedding tables",
+             "per-channel + embeddings (tables and activations)": "… and every embedding activation",
+             "per-channel + embedding tables and their carriers (qnn's recipe)":
+                 "… the tables and only their carriers (qnn's int8 default)"}
+    for name, label in names.items():
+        if name not in r["splits"]["test"]["variants"]:
+            continue
         cells = []
         for split in ("test", "test_family"):
             v = r["splits"][split]["variants"][name]
-            cells += [f"{v['decision_agreement']:.2%} of {v['rows']}", v["flipped"], f"{v['max_abs_logit_diff']:.2g}"]
-        out.append(row({"float": "float (the graph itself)", "per-tensor": "8-bit per tensor",
-                        "per-channel": "8-bit per output channel"}[name], *cells))
+            lines = v["flipped_lines"]
+            flips = f"{v['flipped']}" + (f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
+                                         if 0 < len(lines) <= 3 else "")
+            cells += [f"{v['decision_agreement']:.2%} of {v['rows']}", flips, f"{v['max_abs_logit_diff']:.2g}"]
+        out.append(row(label, *cells))
     return out

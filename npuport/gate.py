@@ -68,6 +68,6 @@ def next_group(sens: dict, kept: tuple[str, ...]) -> str | None:
 def quant_facts(meta: dict) -> dict:
     """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
     keys = ("quantization", "calibration", "calibration_method", "smooth_quant", "kept_fp32", "kept_by_default", "int16",
-            "int16_by_default", "cost", "sensitivity", "auto_keep")
+            "int16_by_default", "int8_table_tensors", "cost", "sensitivity", "auto_keep")
     facts = {k: meta[k] for k in keys if k in meta}
     return {"quant": facts} if facts else {}

@@ -128,8 +128,11 @@ def _int16_lines(r: dict) -> list[str]:
     for b, prec, v, raised in _quant_entries(r, "int16"):
         if not v.get("refused") and not v["quant"].get("auto_keep") and raised != ["all"]:
             by_default = v["quant"].get("int16_by_default") or []
+            tables = v["quant"].get("int8_table_tensors") or []
             out += ["", f"**{b} {prec}** 16-bit activations (weights 8-bit) in: {', '.join(raised)}" + (
-                f" (the {b} default recipe; `--int16 none` keeps every group at 8 bits)" if by_default else "") + "."]
+                f" (the {b} default recipe; `--int16 none` keeps every group at 8 bits)" if by_default else "") + "." + (
+                f" The tensors that carry the vocabulary table's type stay 8-bit ({', '.join(tables)}: at 16 bits the "
+                "table would double)." if tables else "")]
     return out
 
 

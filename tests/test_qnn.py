@@ -105,6 +105,40 @@ def test_matmul_weights_are_quantised_per_output_channel(tmp_path):
     assert np.abs(codes[:, 0]).max() == 127  # the small column uses all its steps
 
 
+def test_a_raised_group_keeps_the_vocabulary_tables_type_at_8_bits(tmp_path):
+    """qnn's int8 default raises the embeddings to 16-bit activations, but not the tensors that carry a large lookup
+    table's type (a Gather's output and its Cast): on the HTP those set the table's storage, and a 16-bit vocabulary
+    doubles the context binary. What is computed from them (the product, the sum) goes to 16 bits."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from npuport.runtimes._quantize import TABLE_ELEMENTS, table_activations
+    from npuport.runtimes.qnn import _quantize_mixed
+
+    rng = np.random.default_rng(0)
+    codes = rng.integers(-8, 8, (TABLE_ELEMENTS // 256, 256), dtype=np.int8)  # a 4-bit vocabulary stored as int8
+    nodes = [helper.make_node("Gather", ["codes", "ids"], ["g"], name="gather"),
+             helper.make_node("Cast", ["g"], ["c"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Mul", ["c", "scale"], ["m"], name="mul"),
+             helper.make_node("Add", ["m", "pos"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 256])],
+                              [numpy_helper.from_array(codes, "codes"),
+                               numpy_helper.from_array(np.float32(0.02), "scale"),
+                               numpy_helper.from_array(rng.standard_normal((4, 256)).astype(np.float32), "pos")])
+    src, dst = tmp_path / "pre.onnx", tmp_path / "q.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), str(src))
+    assert table_activations(src) == {"g", "c"}
+    assert table_activations(src, min_elements=TABLE_ELEMENTS + 1) == set()  # a small table is an ordinary one
+    feeds = [{"ids": rng.integers(0, len(codes), (1, 4))} for _ in range(4)]
+    _quantize_mixed(src, dst, feeds, {"embeddings": [n.name for n in nodes]}, base="8", other=("embeddings",))
+    q = onnx.load(str(dst))
+    zero_points = {t.name: t.data_type for t in q.graph.initializer}
+    width = {n.input[0]: zero_points[n.input[2]] for n in q.graph.node if n.op_type == "QuantizeLinear"}
+    assert width["c"] == TensorProto.UINT8  # the table's type: 8 bits (converted to 16 where the Mul reads it)
+    assert width["m"] == width["y_QuantizeLinear_Input"] == TensorProto.UINT16  # computed from it: raised
+
+
 def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_dir, tmp_path, capsys):
     bad = tmp_path / "calib.jsonl"
     bad.write_text('{"persona": "x"}\n')
@@ -214,10 +248,14 @@ def _qnn_meta(out):
     return m, m["runtime"]["meta"]
 
 
-def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir, eval_jsonl, tmp_path, capsys):
+def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir, eval_jsonl, tmp_path, capsys,
+                                                                  monkeypatch):
     """P13: int8 weights everywhere, 16-bit activations in the named groups; without --int16 the runtime's default
     recipe, recorded as such; the groups must exist and only integer NPUs take the flag."""
+    from npuport.runtimes import _quantize
     from npuport.runtimes.qnn import QnnRuntime
+
+    monkeypatch.setattr(_quantize, "TABLE_ELEMENTS", 1000)  # the tiny model's word embeddings count as a vocabulary
 
     base = ["-q", "port", str(tiny_model_dir), "--seq-len", "16", "--backend", "qnn", "--precision", "int8",
             "--eval-data", str(eval_jsonl), "--min-agreement", "0", "--bench-runs", "1"]
@@ -226,6 +264,9 @@ def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir
     assert meta["int16"] == meta["int16_by_default"] == list(QnnRuntime.default_int16)
     assert f"QUInt16 in {', '.join(QnnRuntime.default_int16)}" in meta["quantization"]
     assert meta["cost"]["context_mb"] > 0 and meta["cost"]["host_ops"] == [] and meta["whole_graph_on_npu"]
+    tables = meta["int8_table_tensors"]  # the embeddings are raised, but not the vocabulary's type
+    assert tables and "the vocabulary table's tensors at QUInt8" in meta["quantization"]
+    assert f"stay 8-bit ({', '.join(tables)}" in (tmp_path / "d" / "report.md").read_text()
     # (--int16 none, every activation at 8 bits: the first round of the --keep-fp32 auto test below)
     assert main([*base, "-o", str(tmp_path / "g"), "--int16", "gelu,ffn_out,head", "--sensitivity"]) == 0
     m, meta = _qnn_meta(tmp_path / "g")

@@ -149,6 +149,30 @@ def activation_tensors(path: Path, nodes: list[str]) -> list[str]:
     return sorted(names)
 
 
+# ops whose output the QDQ quantiser gives its input's type (data moved or cast, not computed)
+_PASS_THROUGH = ("Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", "Flatten")
+TABLE_ELEMENTS = 1 << 20  # a lookup table this large is the model's vocabulary (me5-small's: 96M codes, 3M scales)
+
+
+def table_activations(path: Path, min_elements: int | None = None) -> set[str]:
+    """The activations that carry a large lookup table's type: a Gather's output from a constant table of at least
+    `min_elements`, and what passes it on unchanged (Cast, Reshape, ...). On the HTP a Gather's output shares its
+    table's quantisation, so raising one of these to 16 bits stores the whole vocabulary at 16 bits (its size twice
+    over); the sums and products computed from them are ordinary activations."""
+    import math
+
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    limit = TABLE_ELEMENTS if min_elements is None else min_elements
+    big = {i.name for i in model.graph.initializer if math.prod(i.dims) >= limit}
+    carried: set[str] = set()
+    for n in model.graph.node:  # topological order: a chain's producer comes first
+        if (n.op_type == "Gather" and n.input[0] in big) or (n.op_type in _PASS_THROUGH and n.input[0] in carried):
+            carried.update(n.output)
+    return carried
+
+
 def _order(group: str):
     rank = {"embeddings": 0, "layernorm": 2, "attention": 3, "gelu": 4, "ffn_out": 5, "head": 6}
     if group.startswith("layer."):

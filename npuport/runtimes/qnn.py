@@ -98,14 +98,16 @@ class QnnRuntime(Runtime):
     partitions = True
     measures_sensitivity = True  # on the HTP simulator itself, per group (_sensitivity)
     mixes_int16 = True
-    # Every group's activations at 16 bits but the embeddings' (w8a16; Gather's output shares the table's type, so a
-    # 16-bit embedding output would double the table: int16 everywhere is 410 MB of context against 229). Measured
-    # on the HTP simulator (benchmarks/npu_verify.py, the me5-small demo detector, calibrated on the whole validation
-    # split, 300 rows of each unseen split; its table holds the earlier defaults beside this one): LayerNorm (the
-    # residual stream's outlier channels) and the FFN down-projection were the worst groups at 8 bits and raised
-    # first; with the MatMul weights per output channel (below) the remaining flips came from the other groups'
-    # 8-bit activations, up to 1.8 logits on held-out-family rows; at 16 bits they stay within 0.65.
-    default_int16 = ("layernorm", "attention", "gelu", "ffn_out", "head")
+    # Every group's activations at 16 bits (w8a16) but the tensors that carry the vocabulary table's type
+    # (`table_activations`: at 16 bits the table doubles; int16 everywhere is 410 MB of context against 229).
+    # Measured on the HTP simulator (benchmarks/npu_verify.py, the me5-small demo detector, calibrated on the whole
+    # validation split, 300 rows of each unseen split; its table holds the earlier defaults beside this one):
+    # LayerNorm (the residual stream's outlier channels) and the FFN down-projection were the worst groups at 8 bits
+    # and raised first; with the MatMul weights per output channel (below) the remaining flips came from the other
+    # groups' 8-bit activations, up to 1.8 logits on held-out-family rows, and, with those at 16 bits, from the
+    # embeddings' (the sums and products after the lookup: in float with everything else as the HTP has it, they
+    # alone flip the two family rows the simulator flipped, benchmarks/qnn_weights.py).
+    default_int16 = ("embeddings", "layernorm", "attention", "gelu", "ffn_out", "head")
     distributions = ("onnxruntime-qnn",)
     # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
     # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
@@ -211,12 +213,21 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
-    from ._quantize import CalibrationReader, activation_tensors, attention_mask_nodes, matmul_weights
+    from ._quantize import (
+        CalibrationReader,
+        activation_tensors,
+        attention_mask_nodes,
+        matmul_weights,
+        table_activations,
+    )
 
     act, flip = ((QuantType.QUInt16, QuantType.QUInt8) if base == "16" else (QuantType.QUInt8, QuantType.QUInt16))
     keep = attention_mask_nodes(pre) + [n for g in host for n in groups[g]]
     nodes = [n for g in other for n in groups[g]]
-    overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes)}
+    # a raised group's tensors that carry the vocabulary's type stay 8-bit (at 16 bits the table doubles; the 4-bit
+    # codes me5-small ships are exact at 8 bits anyway); --precision int16 raises them too
+    tables = table_activations(pre) if base == "8" else set()
+    overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes) if t not in tables}
     # MatMul weights per output channel (int8, symmetric: what the HTP takes per channel). ORT's QNN config still
     # forces them per tensor ("QNN does not support per-channel MatMul"), which onnxruntime-qnn no longer requires:
     # the HTP runs a per-channel DQ -> MatMul inside an integer QDQ group (onnxruntime-qnn#650). One scale per
@@ -234,7 +245,7 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
     the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU. int8:
     8-bit activations except the groups raised to 16-bit (`--int16`, or the default recipe); int16: all 16-bit."""
-    from ._quantize import check_keep, raised_groups
+    from ._quantize import activation_tensors, check_keep, raised_groups, table_activations
 
     pre, feeds, groups = _prepared(src, captured, spec)
     raised, by_default = raised_groups(spec, groups, QnnRuntime.default_int16)
@@ -249,12 +260,16 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     keep = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
                            host=host)
     act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
+    tables = sorted(table_activations(pre) & set(activation_tensors(pre, [n for g in raised for n in groups[g]])))
+    if base == "8" and tables:
+        act += " (the vocabulary table's tensors at QUInt8)"
     meta = {"quantization": f"QDQ static: activations {act}, MatMul weights QInt8 per output channel, other weights "
                             f"QUInt8 (MinMax calibration); "
                             f"{len(keep)} nodes kept in float (the attention mask{', ' + ', '.join(host) if host else ''})",
             "kept_fp32": list(host), "matmul_weights": "int8 per output channel",
             "calibration": spec.calibration_source, "calibration_batches": len(feeds),
-            "int16": raised if base == "8" else ["all"], "int16_by_default": by_default}
+            "int16": raised if base == "8" else ["all"], "int16_by_default": by_default,
+            **({"int8_table_tensors": tables} if base == "8" and tables else {})}
     if spec.options.get("sensitivity") and base == "8":
         meta["sensitivity"] = _sensitivity(captured, spec, pre, feeds, groups)
     return qdq, meta
