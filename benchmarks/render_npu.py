@@ -128,8 +128,8 @@ def qnn_weights_section(r: dict, link: str) -> list[str]:
            "over the validation split; the LayerNorm's input and output excepted, 16-bit in every recipe here), all of "
            "them or only those carrying the vocabulary table's type "
            f"({', '.join(r.get('table_carriers', []))}: what qnn's int8 default keeps at 8 bits). Every row of both "
-           f"unseen splits, against eager fp32. No NPU executes here ([script]({link}/qnn_weights.py), "
-           f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           "unseen splits, against eager fp32; flipped rows by their 0-based index in the split file. No NPU executes "
+           f"here ([script]({link}/qnn_weights.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
            *head("| 8-bit values | test: decisions kept | flipped | max abs Δlogit | test_family: decisions kept | "
                  "flipped | max abs Δlogit |")]
     names = {"float": "none (the float graph itself)", "per-tensor": "MatMul weights per tensor",
@@ -145,8 +145,8 @@ def qnn_weights_section(r: dict, link: str) -> list[str]:
         for split in ("test", "test_family"):
             v = r["splits"][split]["variants"][name]
             lines = v["flipped_lines"]
-            flips = f"{v['flipped']}" + (f" (line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))})"
-                                         if 0 < len(lines) <= 3 else "")
+            flips = f"{v['flipped']}" + (f" (ind{'ices' if len(lines) > 1 else 'ex'} {', '.join(map(str, lines))})"
+                                         if 0 < len(lines) <= 3 else "")  # 0-based, as npu_verify's changed_lines
             cells += [f"{v['decision_agreement']:.2%} of {v['rows']}", flips, f"{v['max_abs_logit_diff']:.2g}"]
         out.append(row(label, *cells))
     return out
