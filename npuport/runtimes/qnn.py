@@ -210,7 +210,8 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     """QDQ for the HTP: 8-bit weights (MatMul's per output channel); activations `base` bits ("8" or "16"), the
     groups in `other` at the other width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors
     (add_qtype_converts). `host`: groups left in float, which the HTP (integer graph, no fp16 here) leaves to the
-    host CPU."""
+    host CPU. Returns (the nodes kept in float, the raised groups' tensors left 8-bit because they carry the
+    vocabulary table's type)."""
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
@@ -228,7 +229,8 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     # a raised group's tensors that carry the vocabulary's type stay 8-bit (at 16 bits the table doubles; the 4-bit
     # codes me5-small ships are exact at 8 bits anyway); --precision int16 raises them too
     tables = table_activations(pre) if base == "8" else set()
-    overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, nodes) if t not in tables}
+    tensors = activation_tensors(pre, nodes)
+    overrides = {t: [{"quant_type": flip}] for t in tensors if t not in tables}
     # MatMul weights per output channel (int8, symmetric: what the HTP takes per channel). ORT's QNN config still
     # forces them per tensor ("QNN does not support per-channel MatMul"), which onnxruntime-qnn no longer requires:
     # the HTP runs a per-channel DQ -> MatMul inside an integer QDQ group (onnxruntime-qnn#650). One scale per
@@ -239,14 +241,14 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
                                 nodes_to_exclude=keep, init_overrides=overrides or None)
     quantize(str(pre), str(dst), config)
-    return keep
+    return keep, sorted(tables.intersection(tensors))
 
 
 def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     """The captured graph as QDQ for the HTP: Qualcomm's preprocessing, then static quantisation calibrated on
     the user's rows (MinMax, per-tensor asymmetric activations, 8-bit weights) with ONNX Runtime on the CPU. int8:
     8-bit activations except the groups raised to 16-bit (`--int16`, or the default recipe); int16: all 16-bit."""
-    from ._quantize import activation_tensors, check_keep, raised_groups, table_activations
+    from ._quantize import check_keep, raised_groups
 
     pre, feeds, groups = _prepared(src, captured, spec)
     raised, by_default = raised_groups(spec, groups, QnnRuntime.default_int16)
@@ -258,11 +260,10 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     for f in work.glob("model.onnx*"):  # --keep-fp32 auto quantises again with another recipe
         f.unlink()
     base = "16" if spec.precision == "int16" else "8"
-    keep = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
-                           host=host)
+    keep, tables = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
+                                   host=host)
     act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
-    tables = sorted(table_activations(pre) & set(activation_tensors(pre, [n for g in raised for n in groups[g]])))
-    if base == "8" and tables:
+    if tables:
         act += " (the vocabulary table's tensors at QUInt8)"
     meta = {"quantization": f"QDQ static: activations {act}, MatMul weights QInt8 per output channel, other weights "
                             f"QUInt8 (MinMax calibration); "
@@ -270,7 +271,7 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
             "kept_fp32": list(host), "matmul_weights": "int8 per output channel",
             "calibration": spec.calibration_source, "calibration_batches": len(feeds),
             "int16": raised if base == "8" else ["all"], "int16_by_default": by_default,
-            **({"int8_table_tensors": tables} if base == "8" and tables else {})}
+            **({"int8_table_tensors": tables} if tables else {})}
     if spec.options.get("sensitivity") and base == "8":
         meta["sensitivity"] = _sensitivity(captured, spec, pre, feeds, groups)
     return qdq, meta
