@@ -80,7 +80,7 @@ def _port(model_dir, out, runtimes, precision=None):
     from npuport.runtimes import ShapeSpec
 
     return port(PortConfig(source=ModelSource(model_dir=str(model_dir)), out=str(out), runtimes=runtimes,
-                           precision=precision, shapes=ShapeSpec(batch_sizes=(1,), buckets=(16, 32)), bench_runs=1))
+                           precision=precision, shapes=ShapeSpec(batch_sizes=(1,), buckets=(16,)), bench_runs=1))
 
 
 def _size(d):

@@ -144,3 +144,29 @@ def test_int16_is_the_default_and_quantises_layernorm_in_its_scaled_form(npu_mod
     proof = meta["shapes"]["1x16"]["proof"]
     assert proof["integer_form_vs_float_max_abs"] < 1e-4 < proof["float_vs_reference_max_abs"]
     assert m["parity"]["data"]["decision_agreement"] >= 0.99
+
+
+def test_sensitivity_rounds_share_one_annotation_transform(npu_model_dir):
+    """--sensitivity quantises the model once per group (that group at 8 bits, the rest at 16): ExecuTorch's
+    pre-annotation transform runs once and later rounds take a copy of its graph. A later round equals the same
+    round quantised on its own, graph and outputs (checked for every group of this model when it was written)."""
+    from npuport.models.detector import load_detector
+    from npuport.runtimes.ethosu_quant import SharedAnnotationGraph, compile_spec, quantize
+    from npuport.static.adapters import adapt
+
+    static, _ = adapt(load_detector(str(npu_model_dir)).eval(), "dense")
+    g = torch.Generator().manual_seed(0)
+    calib = [(torch.randint(5, 100, (1, 16), generator=g), torch.ones(1, 16, dtype=torch.long)) for _ in range(3)]
+    calib[1][1][0, 9:] = 0
+
+    def q(group, shared=None):
+        return quantize(lambda m, ex: torch.export.export(m, tuple(ex), strict=True), static, calib[0], calib,
+                        compile_spec("ethos-u55-128"), "int16", lowered=(group,), shared=shared)
+
+    shared = SharedAnnotationGraph()
+    q("embeddings", shared)  # the first round transforms
+    a, b = q("ffn_out", shared), q("ffn_out")
+    assert a.code == b.code
+    with torch.no_grad():
+        for ids, mask in calib:
+            assert torch.equal(a(ids, mask), b(ids, mask))

@@ -1,7 +1,9 @@
 """P13 #2: quantization-aware training through the target's own quantizer, and `port` using its ranges.
 
 Real ExecuTorch Ethos-U quantizer (prepare_qat_pt2e), real training steps, a real port to the U55 executed by the
-TOSA reference model. One QAT run and one port (about a minute) serve every test here."""
+TOSA reference model. One QAT run and one port serve every test here: an int8 graph with the LayerNorm group's
+activations at 16 bits (`--qat-int16 layernorm`), so that the same run covers the per-module configs; the pure int8
+lowering's exactness is test_ethosu's (CI time: each port is a whole ExecuTorch lowering)."""
 
 import json
 import shutil
@@ -20,7 +22,8 @@ pytestmark = needs_ethos_u()
 def qat_model(npu_model_dir, eval_jsonl, tmp_path_factory):
     out = tmp_path_factory.mktemp("qat") / "run"
     assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
-                 "--batch", "4", "--max-len", "16", "--epochs", "3", "--lr", "1e-3", "-o", str(out)]) == 0
+                 "--qat-int16", "layernorm", "--batch", "4", "--max-len", "16", "--epochs", "3", "--lr", "1e-3",
+                 "-o", str(out)]) == 0
     return out / "model"
 
 
@@ -37,7 +40,7 @@ def test_qat_trains_the_weights_and_keeps_the_ranges_per_batch_size(qat_model, n
     info = json.loads((qat_model / "qat.json").read_text())
     assert (info["target"], info["device"], info["precision"], info["shape"]) == ("ethos-u", "ethos-u55-128", "int8",
                                                                                  [4, 16])
-    assert info["steps"] == 9 and info["batch_sizes"] == [1]
+    assert info["steps"] == 9 and info["batch_sizes"] == [1] and info["int16"] == ["layernorm"]
     assert "differs" in info["ranges_origin"]["1"]  # batch 1's graph specialises views: its own ranges, said so
     for k in ("float", "fake_quant_before", "fake_quant_after"):
         assert 0 <= info[k]["decisions_kept_vs_float"] <= 1
@@ -52,11 +55,15 @@ def test_port_uses_the_trained_ranges_and_proves_them_on_the_reference_model(por
     meta = ported["runtime"]["meta"]
     assert meta["calibration"].startswith("quantization-aware training (9 steps at 4x16")
     assert meta["quantization"].endswith("ranges from quantization-aware training") and meta["qat"]["steps"] == 9
+    # the groups trained at 16-bit activations are ported at 16 bits, so the trained ranges fit
+    assert meta["int16"] == ["layernorm"] and "a16w8 in layernorm" in meta["quantization"]
+    assert meta["qat"]["int16"] == ["layernorm"]
     # the graph as QAT exported it (HF's attention layout), so its trained fake-quant modules match
     assert "qkv_projections" not in meta and "rope_layout" not in meta
     proof = meta["shapes"]["1x16"]["proof"]
-    # the integer graph equals its q/dq PyTorch form bit for bit, and the trained fake-quant graph within rounding
-    assert proof["fake_quant_vs_reference_max_abs"] == 0.0
+    # the integer graph equals its q/dq PyTorch form but for the 16-bit LayerNorm's rsqrt table (its lowering rounds
+    # differently; pure int8 is bit for bit: test_ethosu), and the trained fake-quant graph within rounding
+    assert proof["fake_quant_vs_reference_max_abs"] < 0.05
     assert proof["qat_forward_vs_reference_max_abs"] < 0.05
     assert ported["parity"]["data"]["pass"]
 
@@ -109,16 +116,9 @@ def test_qat_needs_a_target_with_a_quantizer(npu_model_dir, eval_jsonl, tmp_path
     assert "targets that have one: ethos-u" in err and not (tmp_path / "q").exists()
 
 
-def test_qat_with_16_bit_groups_ports_them_at_16_bits(npu_model_dir, eval_jsonl, tmp_path):
-    """`--qat-int16 layernorm`: the int8 graph trains with LayerNorm's activations at 16 bits (ExecuTorch's per-module
-    a16w8 config, as `port --int16` sets it), and `port` quantises the same groups, so the trained ranges fit."""
-    run = tmp_path / "run"
-    assert main(["-q", "detector", "train", "--init", str(npu_model_dir), "--data", str(eval_jsonl), "--qat", "ethos-u",
-                 "--qat-int16", "layernorm", "--batch", "4", "--max-len", "16", "--epochs", "1", "--lr", "1e-3",
-                 "-o", str(run)]) == 0
-    info = json.loads((run / "model" / "qat.json").read_text())
-    assert info["int16"] == ["layernorm"] and info["precision"] == "int8"
-    # the graph QAT trains: LayerNorm's activation fake-quants span 16 bits, the rest 8
+def test_qat_16_bit_groups_span_16_bits_in_the_training_graph(npu_model_dir):
+    """`--qat-int16 layernorm`: the int8 graph trains with LayerNorm's activation fake-quants at 16 bits (ExecuTorch's
+    per-module a16w8 config, as `port --int16` sets it), the rest at 8 (the port of such a run: the fixture above)."""
     import torch
 
     from npuport.models.detector import load_detector
@@ -132,15 +132,6 @@ def test_qat_with_16_bit_groups_ports_them_at_16_bits(npu_model_dir, eval_jsonl,
         g = get_runtime("ethos-u").prepare_qat(static, example, "ethos-u55-128", "int8", int16=groups)
         spans[groups] = sorted({getattr(g, n.target).quant_max for n in _qat.modules(g)})
     assert 32767 not in spans[()] and {127, 32767} <= set(spans[("layernorm",)]), spans  # (int32: the biases)
-    out = tmp_path / "out"
-    assert main(["-q", "port", str(run / "model"), "-o", str(out), "--seq-len", "16", "--backend", "ethos-u",
-                 "--eval-data", str(eval_jsonl), "--bench-runs", "1"]) == 0
-    (art,) = find_artifacts(out)
-    m = json.loads((art / "manifest.json").read_text())
-    meta = m["runtime"]["meta"]
-    assert meta["int16"] == ["layernorm"] and "a16w8 in layernorm" in meta["quantization"]
-    assert meta["qat"]["int16"] == ["layernorm"]
-    assert meta["shapes"]["1x16"]["proof"]["qat_forward_vs_reference_max_abs"] < 0.05
 
 
 @pytest.mark.parametrize("flags,phrase", [

@@ -31,7 +31,15 @@ from ._provenance import shared_provenance
 from ._qkv_layout import separate_qkv_projections
 from ._rope_layout import rope_in_token_layout
 from .base import Runtime, ShapeSession
-from .ethosu_quant import compile_spec, integer_form, module_groups, quantize, quiet, scales_layernorm
+from .ethosu_quant import (
+    SharedAnnotationGraph,
+    compile_spec,
+    integer_form,
+    module_groups,
+    quantize,
+    quiet,
+    scales_layernorm,
+)
 from .registry import register_runtime
 
 if TYPE_CHECKING:  # torch is imported where it is used: the CLI's parser imports this module
@@ -204,9 +212,9 @@ def _sensitivity(captured, spec) -> dict:
     rows = calib[:SENSITIVITY_ROWS]
     with torch.no_grad():
         ref = torch.cat([captured.reference(ids, mask) for ids, mask in rows]).float().numpy()
-    res = {}
+    res, shared = {}, SharedAnnotationGraph()  # each round quantises every node, only the widths differ
     for g in [g for g in module_groups(captured.static) if not g.startswith("layer.")]:
-        qm = quantize(captured.export, captured.static, example, calib, eu_spec, "int16", lowered=(g,))
+        qm = quantize(captured.export, captured.static, example, calib, eu_spec, "int16", lowered=(g,), shared=shared)
         with torch.no_grad():
             got = torch.cat([qm(ids, mask) for ids, mask in rows]).float().numpy()
         agree, dl = agreement(ref, got, captured.task)
