@@ -37,9 +37,15 @@ def _plan_line(plan: dict | None) -> list[str]:
 
 
 def port_markdown(r: dict) -> str:
+    lines = [*_header_lines(r), *_capture_lines(r), *_backend_lines(r), *_quant_lines(r), *_int16_lines(r),
+             *_auto_keep_lines(r), *_sensitivity_lines(r), *_npu_lines(r), ""]
+    return "\n".join(lines)
+
+
+def _header_lines(r: dict) -> list[str]:
     src = r["source"]
     name = src.get("preset") or src.get("path") or src.get("class")
-    lines = [
+    return [
         f"# npuport port report — {name}",
         "",
         f"- model: `{src['model_type']}`, {src['parameters'] / 1e6:.1f}M parameters"
@@ -55,6 +61,11 @@ def port_markdown(r: dict) -> str:
         "## Adapter",
         "",
         *[f"- {a}" for a in r["adapter"]["actions"]],
+    ]
+
+
+def _capture_lines(r: dict) -> list[str]:
+    lines = [
         "",
         "## Capture proof (eager HF model vs captured graph, max |Δlogit|)",
         "",
@@ -67,7 +78,11 @@ def port_markdown(r: dict) -> str:
             continue
         per = ", ".join(f"{k}: {_f(v)}" for k, v in p["per_shape"].items())
         lines.append(f"| {m} | {_f(p['max_abs_diff'])} | {'yes' if p['exact'] else 'no'} | {p['inputs']} | {per} |")
-    lines += [
+    return lines
+
+
+def _backend_lines(r: dict) -> list[str]:
+    lines = [
         "",
         "## Backends (parity vs eager fp32, latency at the largest shape)",
         "",
@@ -96,20 +111,21 @@ def port_markdown(r: dict) -> str:
         for prec, v in per.items():
             if v.get("decisions_unchecked"):
                 lines += ["", f"**{b} {prec}**: {v['decisions_unchecked']}."]
+    return lines
+
+
+def _quant_lines(r: dict) -> list[str]:
+    """How each artifact was quantised, and what it left in float (auto's rounds: _auto_keep_lines)."""
+    lines = []
     for b, prec, v, how in _quant_entries(r, "quantization"):
         if not v.get("refused"):
             lines += ["", f"**{b} {prec}** quantised: {how}."]
     for b, prec, v, kept in _quant_entries(r, "kept_fp32"):
-        if not v.get("refused") and not v["quant"].get("auto_keep"):  # auto's rounds are listed below
+        if not v.get("refused") and not v["quant"].get("auto_keep"):
             by_default = v["quant"].get("kept_by_default") or []
             lines += ["", f"**{b} {prec}** left in float: {', '.join(kept)}" + (
                 f" ({', '.join(by_default)} by default; `--keep-fp32 none` quantises every group)" if by_default else "") + "."]
-    lines += _int16_lines(r)
-    lines += _auto_keep_lines(r)
-    lines += _sensitivity_lines(r)
-    lines += _npu_lines(r)
-    lines.append("")
-    return "\n".join(lines)
+    return lines
 
 
 def _quant_entries(r: dict, key: str):
