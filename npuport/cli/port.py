@@ -9,8 +9,14 @@ from .common import EPILOG, add_runtime_flag, add_source, csv_list, positive_int
 
 
 def register(sub) -> None:
-    from ..models.presets import PRESETS
-    from ..runtimes import REFERENCE, runtime_names
+    _register_port(sub)
+    _register_plan_buckets(sub)
+    _register_verify(sub)
+    _register_bench(sub)
+
+
+def _register_port(sub) -> None:
+    from ..runtimes import runtime_names
     from ..spec import ATTENTION_FORMS, PRECISIONS
 
     DEFAULT_PORT_RUNTIMES = tuple(runtime_names(default_port=True))  # = config.DEFAULT_PORT_RUNTIMES, without torch
@@ -37,6 +43,8 @@ def register(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing npuport output directory")
     p.set_defaults(func=run_port)
 
+
+def _register_plan_buckets(sub) -> None:
     pb = sub.add_parser("plan-buckets", help="choose sequence buckets from your rows' token lengths (padding saved)",
                         description="Read DATA's token lengths with MODEL_DIR's tokenizer and choose at most --max "
                         "buckets that minimise padded tokens (what `port --buckets auto` does); prints the saving "
@@ -50,12 +58,20 @@ def register(sub) -> None:
     pb.add_argument("--json", metavar="PATH", help="also write the plan to this JSON file")
     pb.set_defaults(func=run_plan_buckets)
 
+
+def _register_verify(sub) -> None:
     v = sub.add_parser("verify", help="re-check artifact hashes and parity; non-zero exit on failure")
     v.add_argument("path", help="an artifact directory or a `port` output directory")
     v.add_argument("--eval-data", help="JSONL/CSV persona data for dataset parity")
     v.add_argument("--json", metavar="PATH", help="also write the result to this JSON file")
     v.add_argument("--key", metavar="PUBKEY", help="also require a valid signature under this public key")
     v.set_defaults(func=run_verify)
+
+
+def _register_bench(sub) -> None:
+    from ..models.presets import PRESETS
+    from ..runtimes import REFERENCE
+    from ..spec import PRECISIONS
 
     bn = sub.add_parser("bench", help="latency p50/p90/p99/max/jitter/throughput per runtime, interleaved with eager",
                         description="Benchmark compiled artifacts (or port a model first) side by side with eager "
