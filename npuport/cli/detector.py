@@ -9,11 +9,19 @@ from .common import add_init_flag, csv_list, positive_int, progress
 
 
 def register(sub) -> None:
-    from ..models.presets import PRESETS
-
     det = sub.add_parser("detector", help="persona-deviation detector: train, eval, build-demo, make-data")
     dsub = det.add_subparsers(dest="detector_command", metavar="SUBCOMMAND")
     dsub.required = True
+    t = _register_train(dsub)
+    _add_accelerator_flags(t)
+    _add_qat_flags(t)
+    _register_others(dsub)
+    det.set_defaults(func=run)
+
+
+def _register_train(dsub):
+    from ..models.presets import PRESETS
+
     t = dsub.add_parser("train", help="fine-tune a detector (AdamW, warmup+decay, early stopping on val F1)")
     t.add_argument("--data", required=True, help="training JSONL/CSV {persona, user?, reply, label}")
     t.add_argument("--val", help="validation JSONL/CSV (early stopping and threshold choice)")
@@ -32,6 +40,10 @@ def register(sub) -> None:
     t.add_argument("--head-lr", type=float, help="learning rate of the new head (default: --lr)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--resume", action="store_true", help="continue the run in OUT from its last checkpoint")
+    return t
+
+
+def _add_accelerator_flags(t) -> None:
     a = t.add_argument_group("training on an accelerator (the step captured as static graphs, one per length bucket)")
     a.add_argument("--runtime", "--backend", dest="runtime", metavar="RUNTIME",
                    help="run the training step on this runtime (onnxruntime, openvino, iree, qnn, ...: `npuport "
@@ -46,6 +58,9 @@ def register(sub) -> None:
                         "it: eager, openvino (`lm train --precision` says more). Default: the runtime's own (fp32; qnn: "
                         "fp16)")
     a.add_argument("--threads", type=positive_int, help="runtime threads (default: all cores)")
+
+
+def _add_qat_flags(t) -> None:
     q = t.add_argument_group("quantization-aware training for an integer NPU (fine-tunes a trained detector, --init)")
     q.add_argument("--qat", metavar="TARGET", help="train through TARGET's own quantizer (fake-quant: ethos-u); `port` "
                    "then uses the ranges it learned instead of calibrating. The model goes to OUT/model")
@@ -62,6 +77,10 @@ def register(sub) -> None:
                    help="weight of the float detector's own answers in the loss, the rest on the labels (default 1: "
                         "keep the float detector's decisions)")
     q.add_argument("--overwrite", action="store_true", help="with --qat: replace OUT when it is an earlier npuport output")
+
+
+def _register_others(dsub) -> None:
+    """eval, build-demo, make-data."""
     e = dsub.add_parser("eval", help="accuracy, precision, recall, F1, ROC-AUC, ECE, confusion matrix, plots")
     e.add_argument("model_dir")
     e.add_argument("--data", required=True, help="labelled JSONL/CSV")
@@ -77,8 +96,6 @@ def register(sub) -> None:
     mk = dsub.add_parser("make-data", help="write the seeded demo data set (train/val/test JSONL + stats.json)")
     mk.add_argument("-o", "--out", required=True)
     mk.add_argument("--seed", type=int, default=0)
-
-    det.set_defaults(func=run)
 
 
 def run(args) -> int:
