@@ -41,8 +41,9 @@ from npuport.ui import Progress
 GOAL_AGREEMENT = 0.995
 RESULT = RESULTS / "p11_int8.json"
 MEASURE = dict(min_agreement=0)  # measured here, not gated: the refusal is port's job and is tested
-NONE = dict(keep_fp32=(), **MEASURE)  # every group quantised (the default keeps ffn_out in float: spec.DEFAULT_KEEP)
+NONE = dict(keep_fp32=(), **MEASURE)  # every group quantised (the default keeps ffn_out and head in float: spec.DEFAULT_KEEP)
 FFN = ("ffn_out",)  # every layer's FFN down-projection in float (npuport/static/quantize.py FFN_OUT says why)
+DEFAULT = ("ffn_out", "head")  # spec.DEFAULT_KEEP: the FFN down-projections and the head
 
 
 def _calibration_rows(data, tmp, n: int = 256) -> str:
@@ -62,7 +63,7 @@ def decisions(root, tmp, prog, only: str = "") -> dict:
                   eval_data=str(data / "val.jsonl"), calibration_data=_calibration_rows(data, tmp), capture_methods=(),
                   bench_runs=10)
     off = dict(smooth_quant=-1, **MEASURE)  # ONNX Runtime's own QDQ quantiser, no SmoothQuant
-    variants = {  # each runtime's default keeps ffn_out in float (spec.DEFAULT_KEEP); "every group" quantises it too
+    variants = {  # each runtime's default keeps ffn_out and head in float (spec.DEFAULT_KEEP); "every group" quantises them
         "onnxruntime default (NNCF, SmoothQuant 0.5)": ("onnxruntime", QuantOptions(**MEASURE)),
         "onnxruntime NNCF, SmoothQuant 0.5, every group": ("onnxruntime", QuantOptions(**NONE)),
         "onnxruntime NNCF, SmoothQuant 0.95 (NNCF's own)": ("onnxruntime", QuantOptions(smooth_quant=0.95, **MEASURE)),
@@ -71,9 +72,10 @@ def decisions(root, tmp, prog, only: str = "") -> dict:
                                                                       QuantOptions(keep_fp32=(), **off)),
         "onnxruntime QDQ percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
-        "openvino default (NNCF, SmoothQuant 0.95)": ("openvino", QuantOptions(**MEASURE)),
-        "openvino NNCF, SmoothQuant 0.95, every group": ("openvino", QuantOptions(**NONE)),
-        "openvino NNCF, SmoothQuant 0.5": ("openvino", QuantOptions(smooth_quant=0.5, **MEASURE)),
+        "openvino default (NNCF, SmoothQuant 0.5)": ("openvino", QuantOptions(**MEASURE)),
+        "openvino NNCF, SmoothQuant 0.5, head in int8": ("openvino", QuantOptions(keep_fp32=FFN, **MEASURE)),
+        "openvino NNCF, SmoothQuant 0.5, every group": ("openvino", QuantOptions(**NONE)),
+        "openvino NNCF, SmoothQuant 0.95 (NNCF's own)": ("openvino", QuantOptions(smooth_quant=0.95, **MEASURE)),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
@@ -131,13 +133,13 @@ def speed(tmp, runs: int, prog, preset: str) -> dict:
                     bench_runs=1), prog)
     port(PortConfig(source=src, out=f"{tmp}/speed8", runtimes=("onnxruntime", "openvino"), shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**NONE)), prog)
-    # the graph of the --keep-fp32 ffn_out variants (bench labels it *-int8-keep-ffn_out)
+    # the graph of the default recipe's variants, ffn_out and head in float (bench labels it *-int8-keep-ffn_out+head)
     port(PortConfig(source=src, out=f"{tmp}/speed8f", runtimes=("onnxruntime", "openvino"), shapes=shapes,
-                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=FFN, **MEASURE)),
+                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=DEFAULT, **MEASURE)),
          prog)
     for d in ("onnxruntime-int8", "openvino-int8"):
         shutil.move(f"{tmp}/speed8/{d}", f"{art}/{d}")
-        shutil.move(f"{tmp}/speed8f/{d}", f"{art}/{d}-keep-ffn_out")
+        shutil.move(f"{tmp}/speed8f/{d}", f"{art}/{d}-keep-{'+'.join(DEFAULT)}")
     # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
     # labels them *-banded
     port(PortConfig(source=src, out=f"{tmp}/speedb", runtimes=("onnxruntime", "openvino"), shapes=shapes,

@@ -723,8 +723,8 @@ def p11_section(r: dict, link: str) -> list[str]:
     for sp in filter(None, (r.get("speed"), r.get("speed_base"))):
         eager, model = sp["results"]["eager"]["p50_ms"], _preset_name(sp)
         out += ["", f"**int8 speed (P11)** — {model} 1 × 512 (random init, calibrated on random probes: speed only; "
-                f"every MatMul int8, or every one but the FFN down-projections in the -keep-ffn_out rows), interleaved "
-                f"with eager ({src}). {machine_line(sp)}.", "",
+                f"every MatMul int8, or every one but the groups named after -keep- in float; ffn_out: the FFN "
+                f"down-projections), interleaved with eager ({src}). {machine_line(sp)}.", "",
                 *head(f"| {model} 1 × 512 | p50 ms | p99 ms | vs eager fp32 |")]
         for n, v in sp["results"].items():
             out.append(f"| {n} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {eager / v['p50_ms']:.2f}× |")

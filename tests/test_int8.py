@@ -84,7 +84,17 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_mod
     assert {"embeddings", "attention", "head", "layer.0", "layer.1"} <= set(sens)
     assert all(0 <= v["max_abs_logit_diff"] and 0 <= v["decision_agreement"] <= 1 for v in sens.values())
     ov_meta = json.loads((arts["openvino-int8"] / "manifest.json").read_text())["runtime"]["meta"]
-    assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF") and ov_meta["smooth_quant"] == 0.95
+    assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF") and ov_meta["smooth_quant"] == 0.5
+    # the default recipe leaves the head in float on OpenVINO too (spec.DEFAULT_KEEP): no FakeQuantize feeds its MatMul
+    assert ov_meta["kept_fp32"] == ov_meta["kept_by_default"] == ["ffn_out", "head"]
+    import openvino as ov
+
+    ir = ov.Core().read_model(str(arts["openvino-int8"] / "model.xml"))
+    matmuls = {op.get_friendly_name(): op for op in ir.get_ordered_ops() if op.get_type_name() == "MatMul"}
+    head = [n for n in matmuls if "head" in n]
+    fq = {n for n, op in matmuls.items() if any(i.get_source_output().get_node().get_type_name() == "FakeQuantize"
+                                                 for i in op.inputs())}
+    assert head and not fq & set(head) and fq  # the head in float, the other MatMuls (not all kept) in int8
     assert "SmoothQuant alpha 0.5" in (out / "report.md").read_text()  # the report says how each was quantised
     report = (out / "report.md").read_text()
     assert "sensitivity" in report and "| layer.0 |" in report
@@ -183,13 +193,13 @@ def test_keep_fp32_leaves_the_named_groups_unquantised(tiny_model_dir, eval_json
     (art,) = find_artifacts(tmp_path / "keep")
     assert json.loads((art / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == ["layer.0", "head"]
     assert 0 < quantised_matmuls(tmp_path / "keep") < quantised_matmuls(tmp_path / "all")
-    # by default every FFN down-projection stays in float (spec.DEFAULT_KEEP), and the report says so
+    # by default every FFN down-projection and the head stay in float (spec.DEFAULT_KEEP), and the report says so
     assert _port(tiny_model_dir, tmp_path / "default", "--backend", "onnxruntime", *ungated) in (0, 1)
     (art,) = find_artifacts(tmp_path / "default")
     meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
-    assert meta["kept_fp32"] == meta["kept_by_default"] == ["ffn_out"]
+    assert meta["kept_fp32"] == meta["kept_by_default"] == ["ffn_out", "head"]
     assert 0 < quantised_matmuls(tmp_path / "default") < quantised_matmuls(tmp_path / "all")
-    assert "left in float: ffn_out (ffn_out by default" in (tmp_path / "default" / "report.md").read_text()
+    assert "left in float: ffn_out, head (ffn_out, head by default" in (tmp_path / "default" / "report.md").read_text()
     assert json.loads((find_artifacts(tmp_path / "all")[0] / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == []
 
 

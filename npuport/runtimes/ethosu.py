@@ -411,7 +411,7 @@ class EthosURuntime(Runtime):
         per_shape = {}
         groups = module_groups(captured.static)
         raised, by_default = raised_groups(spec, groups)  # an unknown group: refused before any work
-        host = list(spec.options.get("keep_fp32") or ())  # named only: the float default (ffn_out) is the CPU's
+        host = list(spec.options.get("keep_fp32") or ())  # named only: spec.DEFAULT_KEEP is for CPU runtimes
         unknown = [g for g in host if g not in groups]
         if unknown:
             raise ConfigError(f"--keep-fp32 {','.join(unknown)}: this model has no such group; it has {', '.join(groups)}")

@@ -252,7 +252,7 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
 
     pre, feeds, groups = _prepared(src, captured, spec)
     raised, by_default = raised_groups(spec, groups, QnnRuntime.default_int16)
-    host = tuple(spec.options.get("keep_fp32") or ())  # named only: the float default (ffn_out) is for CPU runtimes
+    host = tuple(spec.options.get("keep_fp32") or ())  # named only: spec.DEFAULT_KEEP is for CPU runtimes
     check_keep(host, groups)
     work = captured.workdir / f"qnn_{spec.precision}"
     work.mkdir(parents=True, exist_ok=True)
