@@ -31,7 +31,7 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
     if raises:
         hint = (f"--int16 {','.join(kept + worst)} (the groups that cost most alone at 8-bit, see the report)" if worst
                 else "--precision int16 (every activation at 16 bits), calibration rows like the ones you serve "
-                     "(--calibration-data)" if quant.auto_keep else
+                     "(--calibration-data)" if quant.auto_keep or meta.get("int16_every_group") else
                 "--keep-fp32 auto (raises the costliest groups to 16-bit activations until the decisions hold), or "
                 "--precision int16")
     elif worst:

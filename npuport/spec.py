@@ -81,6 +81,8 @@ DEFAULT_KEEP = ("ffn_out", "head")
 CALIBRATION_METHODS = ("minmax", "percentile", "entropy")
 # Group names `--keep-fp32` takes besides layer.N (N = a transformer layer index); runtimes/_quantize.py finds them
 NAMED_GROUPS = ("embeddings", "attention", "head", "ffn_out")
+# A default recipe (Runtime.default_int16) that raises every group the model has, layer.N included
+EVERY_GROUP = ("*",)
 # Groups by role across layers that integer NPUs (qnn, ethos-u) can raise to 16-bit activations (`--int16`): the ops
 # whose int8 error flips decisions in transformers (onnxruntime#9599, optimum#151: LayerNorm, GELU, the residual path)
 ROLE_GROUPS = ("layernorm", "gelu")

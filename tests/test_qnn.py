@@ -106,7 +106,7 @@ def test_matmul_weights_are_quantised_per_output_channel(tmp_path):
 
 
 def test_a_raised_group_keeps_the_vocabulary_tables_type_at_8_bits(tmp_path):
-    """qnn's int8 default raises the embeddings to 16-bit activations, but not the tensors that carry a large lookup
+    """qnn's int8 default raises every activation to 16 bits, but not the tensors that carry a large lookup
     table's type (a Gather's output and its Cast): on the HTP those set the table's storage, and a 16-bit vocabulary
     doubles the context binary. What is computed from them (the product, the sum) goes to 16 bits."""
     import onnx
@@ -137,6 +137,16 @@ def test_a_raised_group_keeps_the_vocabulary_tables_type_at_8_bits(tmp_path):
     width = {n.input[0]: zero_points[n.input[2]] for n in q.graph.node if n.op_type == "QuantizeLinear"}
     assert width["c"] == TensorProto.UINT8  # the table's type: 8 bits (converted to 16 where the Mul reads it)
     assert width["m"] == width["y_QuantizeLinear_Input"] == TensorProto.UINT16  # computed from it: raised
+    # every group raised (qnn's int8 default): a 16-bit graph, tensors in no group included, but the table's type
+    _quantize_mixed(src, dst, feeds, {}, base="16", other=())
+    q = onnx.load(str(dst))
+    zero_points = {t.name: t.data_type for t in q.graph.initializer}
+    width = {n.input[0]: zero_points[n.input[2]] for n in q.graph.node if n.op_type == "QuantizeLinear"}
+    assert width["c"] == TensorProto.UINT8 and width["m"] == TensorProto.UINT16
+    _quantize_mixed(src, dst, feeds, {}, base="16", other=(), narrow_tables=False)  # --precision int16: all of it
+    q = onnx.load(str(dst))
+    zero_points = {t.name: t.data_type for t in q.graph.initializer}
+    assert {zero_points[n.input[2]] for n in q.graph.node if n.op_type == "QuantizeLinear"} == {TensorProto.UINT16}
 
 
 def test_bad_calibration_data_is_refused_before_anything_is_written(tiny_model_dir, tmp_path, capsys):
@@ -254,6 +264,7 @@ def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir
     recipe, recorded as such; the groups must exist and only integer NPUs take the flag."""
     from npuport.runtimes import _quantize
     from npuport.runtimes.qnn import QnnRuntime
+    from npuport.spec import EVERY_GROUP
 
     monkeypatch.setattr(_quantize, "TABLE_ELEMENTS", 1000)  # the tiny model's word embeddings count as a vocabulary
 
@@ -261,8 +272,11 @@ def test_int16_groups_mix_activation_widths_in_one_context_binary(tiny_model_dir
             "--eval-data", str(eval_jsonl), "--min-agreement", "0", "--bench-runs", "1"]
     assert main([*base, "-o", str(tmp_path / "d")]) == 0
     m, meta = _qnn_meta(tmp_path / "d")
-    assert meta["int16"] == meta["int16_by_default"] == list(QnnRuntime.default_int16)
-    assert f"QUInt16 in {', '.join(QnnRuntime.default_int16)}" in meta["quantization"]
+    # the default: every group, the role groups and each layer's own tensors (the attention projections) alike
+    assert QnnRuntime.default_int16 == EVERY_GROUP and meta["int16"] == meta["int16_by_default"]
+    assert set(meta["int16"]) == {"embeddings", "layernorm", "attention", "gelu", "ffn_out", "head", "layer.0",
+                                  "layer.1", "layer.2"}
+    assert "QUInt16 in every group" in meta["quantization"]
     assert meta["cost"]["context_mb"] > 0 and meta["cost"]["host_ops"] == [] and meta["whole_graph_on_npu"]
     tables = meta["int8_table_tensors"]  # the embeddings are raised, but not the vocabulary's type
     assert tables and "the vocabulary table's tensors at QUInt8" in meta["quantization"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ..errors import BackendUnavailable, ConfigError
 from ..parity import agreement  # noqa: F401  (runtimes gate their graphs with it)
-from ..spec import CALIBRATION_METHODS
+from ..spec import CALIBRATION_METHODS, EVERY_GROUP
 
 _LAYER = re.compile(r"\.layers?\.(\d+)$|\.layer\.(\d+)$")
 # ffn_out: the feed-forward down-projection of every layer, by its module name in each family (BERT / RoBERTa /
@@ -134,17 +134,17 @@ def matmul_weights(path: Path) -> list[str]:
     return sorted({n.input[1] for n in model.graph.node if n.op_type == "MatMul" and n.input[1] in inits})
 
 
-def activation_tensors(path: Path, nodes: list[str]) -> list[str]:
-    """The activations (not weights, constants or graph inputs) that `nodes` read and write: what a 16-bit
-    override names (its weights stay 8-bit)."""
+def activation_tensors(path: Path, nodes: list[str] | None) -> list[str]:
+    """The activations (not weights, constants or graph inputs) that `nodes` (None: every node) read and write:
+    what a 16-bit override names (its weights stay 8-bit)."""
     import onnx
 
     model = onnx.load(str(path), load_external_data=False)
     fixed = {i.name for i in model.graph.initializer} | {i.name for i in model.graph.input}
     fixed |= {o for n in model.graph.node if n.op_type == "Constant" for o in n.output}
-    wanted, names = set(nodes), set()
+    wanted, names = set(nodes or ()), set()
     for n in model.graph.node:
-        if n.name in wanted:
+        if nodes is None or n.name in wanted:
             names.update(t for t in (*n.input, *n.output) if t and t not in fixed)
     return sorted(names)
 
@@ -207,7 +207,7 @@ def raised_groups(spec, groups, default: tuple[str, ...]) -> tuple[list[str], li
         return list(named), []
     if spec.precision != "int8":
         return [], []
-    mine = [g for g in default if g in groups]
+    mine = list(groups) if default == EVERY_GROUP else [g for g in default if g in groups]
     return mine, mine
 
 

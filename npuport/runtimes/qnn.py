@@ -13,6 +13,7 @@ from __future__ import annotations
 import platform
 from pathlib import Path
 
+from ..spec import EVERY_GROUP
 from .base import Runtime, ShapeSession
 from .registry import register_runtime
 
@@ -98,17 +99,17 @@ class QnnRuntime(Runtime):
     partitions = True
     measures_sensitivity = True  # on the HTP simulator itself, per group (_sensitivity)
     mixes_int16 = True
-    # Every group's activations at 16 bits (w8a16) but the tensors that carry the vocabulary table's type
+    # Every activation at 16 bits (w8a16) but the tensors that carry the vocabulary table's type
     # (`table_activations`: at 16 bits the table doubles; int16 everywhere is 410 MB of context against 229).
     # Measured on the HTP simulator (benchmarks/npu_verify.py, the me5-small demo detector, calibrated on the whole
     # validation split, 300 rows of each unseen split; its table holds the earlier defaults beside this one):
     # LayerNorm (the residual stream's outlier channels) and the FFN down-projection were the worst groups at 8 bits
-    # and raised first; with the MatMul weights per output channel (below) the remaining flips came from the other
-    # groups' 8-bit activations, up to 1.8 logits on held-out-family rows, and, with those at 16 bits, from the
-    # embeddings' (the sums and products after the lookup: in float with everything else as the HTP has it, they
-    # alone flip the two family rows the simulator flipped, benchmarks/qnn_weights.py). Raised, those rows hold and
-    # PSNR rises on both splits; two other rows near the detector's threshold flip (99.33 % of 300 either way).
-    default_int16 = ("embeddings", "layernorm", "attention", "gelu", "ffn_out", "head")
+    # and raised first; with the MatMul weights per output channel (below) the remaining flips came from 8-bit
+    # activations elsewhere. The role groups (embeddings, layernorm, attention, gelu, ffn_out, head) at 16 bits still
+    # left each layer's other tensors at 8 (the Q/K/V/O projections' inputs and outputs: they belong to layer.N
+    # only) and the pooling's sums (in no group): on the 27 held-out-family rows within 1 logit of the threshold,
+    # 7 flipped on the simulator, none with every group raised (mean |Δ margin| 0.56 -> 0.36, context +1 %).
+    default_int16 = EVERY_GROUP
     distributions = ("onnxruntime-qnn",)
     # The HTP computes every op in fp16, accumulations and normalisations included (a GPU's fp16 accumulates in fp32):
     # measured max |Δlogit| 8.5e-2 on the demo detector (logits of magnitude ~5-10), |Δprob| 1.7e-2, decisions 100%
@@ -206,12 +207,13 @@ def _prepared(src: Path, captured, spec) -> tuple[Path, list[dict], dict[str, li
 
 
 def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, base: str, other: tuple[str, ...],
-                    host: tuple[str, ...] = ()):
+                    host: tuple[str, ...] = (), narrow_tables: bool = True):
     """QDQ for the HTP: 8-bit weights (MatMul's per output channel); activations `base` bits ("8" or "16"), the
     groups in `other` at the other width. ORT's QNN config inserts the conversions between 8- and 16-bit tensors
     (add_qtype_converts). `host`: groups left in float, which the HTP (integer graph, no fp16 here) leaves to the
-    host CPU. Returns (the nodes kept in float, the raised groups' tensors left 8-bit because they carry the
-    vocabulary table's type)."""
+    host CPU. `narrow_tables`: the tensors that carry the vocabulary table's type stay 8-bit (int8; --precision
+    int16 widens them too). Returns (the nodes kept in float, the 16-bit tensors' neighbours left 8-bit because
+    they carry the vocabulary table's type)."""
     from onnxruntime.quantization import QuantType, quantize
     from onnxruntime.quantization.execution_providers.qnn import get_qnn_qdq_config
 
@@ -226,11 +228,20 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     act, flip = ((QuantType.QUInt16, QuantType.QUInt8) if base == "16" else (QuantType.QUInt8, QuantType.QUInt16))
     keep = attention_mask_nodes(pre) + [n for g in host for n in groups[g]]
     nodes = [n for g in other for n in groups[g]]
-    # a raised group's tensors that carry the vocabulary's type stay 8-bit (at 16 bits the table doubles; the 4-bit
-    # codes me5-small ships are exact at 8 bits anyway); --precision int16 raises them too
-    tables = table_activations(pre) if base == "8" else set()
+    # the tensors that carry the vocabulary's type stay 8-bit (at 16 bits the table doubles; the 4-bit codes
+    # me5-small ships are exact at 8 bits anyway); --precision int16 raises them too
+    tables = table_activations(pre) if narrow_tables else set()
     tensors = activation_tensors(pre, nodes)
-    overrides = {t: [{"quant_type": flip}] for t in tensors if t not in tables}
+    if base == "16" and tables:
+        # a 16-bit graph but for the table's tensors, built as an 8-bit graph with every other activation raised:
+        # in a 16-bit graph ORT's QNN config spreads an 8-bit override to the tensors computed from it
+        act, flip = QuantType.QUInt8, QuantType.QUInt16
+        low = tables.union(tensors)
+        overrides = {t: [{"quant_type": flip}] for t in activation_tensors(pre, None) if t not in low}
+        narrowed = tables
+    else:
+        overrides = {t: [{"quant_type": flip}] for t in tensors if t not in tables}
+        narrowed = tables.intersection(tensors)
     # MatMul weights per output channel (int8, symmetric: what the HTP takes per channel). ORT's QNN config still
     # forces them per tensor ("QNN does not support per-channel MatMul"), which onnxruntime-qnn no longer requires:
     # the HTP runs a per-channel DQ -> MatMul inside an integer QDQ group (onnxruntime-qnn#650). One scale per
@@ -241,7 +252,7 @@ def _quantize_mixed(pre: Path, dst: Path, feeds: list[dict], groups: dict, *, ba
     config = get_qnn_qdq_config(str(pre), CalibrationReader(feeds), activation_type=act, weight_type=QuantType.QUInt8,
                                 nodes_to_exclude=keep, init_overrides=overrides or None)
     quantize(str(pre), str(dst), config)
-    return keep, sorted(tables.intersection(tensors))
+    return keep, sorted(narrowed)
 
 
 def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
@@ -259,10 +270,13 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
     qdq = work / "model.onnx"
     for f in work.glob("model.onnx*"):  # --keep-fp32 auto quantises again with another recipe
         f.unlink()
-    base = "16" if spec.precision == "int16" else "8"
+    # every group raised: a 16-bit graph, so that tensors in no group (a pooling's sums) are 16-bit as well
+    every = spec.precision == "int8" and bool(groups) and set(groups) <= set(raised)
+    base = "16" if spec.precision == "int16" or every else "8"
     keep, tables = _quantize_mixed(pre, qdq, feeds, groups, base=base, other=() if base == "16" else tuple(raised),
-                                   host=host)
-    act = "QUInt16" if base == "16" else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else "")
+                                   host=host, narrow_tables=spec.precision == "int8")
+    act = ("QUInt16" if spec.precision == "int16" else "QUInt16 in every group" if every
+           else "QUInt8" + (f", QUInt16 in {', '.join(raised)}" if raised else ""))
     if tables:
         act += " (the vocabulary table's tensors at QUInt8)"
     meta = {"quantization": f"QDQ static: activations {act}, MatMul weights QInt8 per output channel, other weights "
@@ -270,9 +284,10 @@ def _quantize(src: Path, captured, spec) -> tuple[Path, dict]:
                             f"{len(keep)} nodes kept in float (the attention mask{', ' + ', '.join(host) if host else ''})",
             "kept_fp32": list(host), "matmul_weights": "int8 per output channel",
             "calibration": spec.calibration_source, "calibration_batches": len(feeds),
-            "int16": raised if base == "8" else ["all"], "int16_by_default": by_default,
+            "int16": raised if spec.precision == "int8" else ["all"], "int16_by_default": by_default,
+            "int16_every_group": every,
             **({"int8_table_tensors": tables} if tables else {})}
-    if spec.options.get("sensitivity") and base == "8":
+    if spec.options.get("sensitivity") and spec.precision == "int8":
         meta["sensitivity"] = _sensitivity(captured, spec, pre, feeds, groups)
     return qdq, meta
 
