@@ -101,7 +101,7 @@ def main():
         rt = manifest["runtime"]["meta"]
         entry.update({"runtime": runtime, "precision": prec, "executes": b.get("executes"),
                       "device": manifest.get("device") or rt.get("device"), "int16": rt.get("int16"),
-                      "host_ops": rt.get("host_ops"), "cost": rt.get("cost"),
+                      **({"int16_every_group": True} if rt.get("int16_every_group") else {}), "host_ops": rt.get("host_ops"), "cost": rt.get("cost"),
                       "gate": manifest["parity"].get("data", {}).get("decision_agreement"), "splits": {}})
         def verify(split):
             rows = demo / "data" / f"{split}.jsonl"

@@ -104,8 +104,9 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
                  f"failed (exit {s[k].get('rc')})" if k in s else "not run" for k in ("test", "test_family")]
         done = [v for v in s.values() if "decision_agreement" in v]
         raised = t.get("int16") or []
-        recipe = f"{t.get('device') or ''} {t['precision']}, 16-bit activations in " + ("every group" if raised == ["all"] else
-                                                               ", ".join(raised) or "none")
+        every = "every group" + (" but the vocabulary table's tensors" if t.get("int16_every_group") else "")
+        recipe = f"{t.get('device') or ''} {t['precision']}, 16-bit activations in " + (
+            every if raised == ["all"] or t.get("int16_every_group") else ", ".join(raised) or "none")
         psnr = min((v["psnr_db"] for v in done if v.get("psnr_db") is not None), default=None)
         out.append(row(name, recipe, t.get("executes") or "—", f"{t['gate']:.1%}" if t.get("gate") is not None
                        else "—", *cells, f"{max(v['max_abs_logit_diff'] for v in done):.2f}" if done else "—",

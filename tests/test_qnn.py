@@ -326,3 +326,11 @@ def test_keep_fp32_auto_raises_groups_to_16_bit_one_round_each_and_refuses_when_
     assert "every measured group at 16-bit activations" in v["reason"] and "--precision int16" in v["reason"]
     report = (out / "report.md").read_text()
     assert "| 16-bit activations in | decision agreement | max abs Δlogit | context MB | host ops |" in report
+    # qnn's own default (every group at 16 bits) refused: nothing is left to raise, so the hint is --precision int16
+    capsys.readouterr()
+    d = tmp_path / "d"
+    assert main(["-q", "port", str(model), "-o", str(d), "--seq-len", "32", "--backend", "qnn", "--precision", "int8",
+                 "--eval-data", str(rows), "--calibration-data", str(coarse), "--bench-runs", "1"]) == 1
+    v = json.loads((d / "report.json").read_text())["backends"]["qnn"]["int8"]
+    assert v["refused"] and "try --precision int16" in v["reason"] and "--keep-fp32 auto" not in v["reason"]
+    assert "try --precision int16" in capsys.readouterr().err and not list(d.glob("*/manifest.json"))
