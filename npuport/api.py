@@ -157,10 +157,13 @@ __all__ = ["DEFAULT_PORT_RUNTIMES", "BenchConfig", "ModelSource", "PortConfig", 
 
 def _bench_label(manifest, art: Path, taken) -> str:
     """An artifact's path name in the results: runtime, -banded, -precision, -keep-GROUPS (the groups an integer
-    artifact left in float: another graph, so another row); by directory when two share one."""
-    kept = manifest.runtime.meta.get("kept_fp32") or []
+    artifact left in float: another graph, so another row), -per-token-GROUPS (those it quantises per token); by
+    directory when two share one."""
+    meta = manifest.runtime.meta
+    kept, per_token = meta.get("kept_fp32") or [], meta.get("per_token") or []
     label = manifest.runtime.name + ("-banded" if manifest.adapter.get("attention") == "banded" else "") + (
-        "" if manifest.precision == "fp32" else f"-{manifest.precision}") + (f"-keep-{'+'.join(kept)}" if kept else "")
+        "" if manifest.precision == "fp32" else f"-{manifest.precision}") + (f"-keep-{'+'.join(kept)}" if kept else "") + (
+        f"-per-token-{'+'.join(per_token)}" if per_token else "")
     return f"{label} ({art.name})" if label in taken else label  # two of one kind copied side by side: keep both
 
 

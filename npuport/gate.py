@@ -40,7 +40,8 @@ def refusal(name: str, precision: str, figs: dict, quant: QuantOptions, meta: di
         hint = ("--keep-fp32 auto (keeps the costliest groups in float until the decisions hold), or --sensitivity "
                 "to see what each group costs")
         if "ffn_out" not in kept and _has_groups(name):  # the usual culprit (npuport/runtimes/_quantize.py FFN_OUT)
-            hint = "--keep-fp32 ffn_out (every FFN down-projection in float: their inputs carry the outliers), " + hint
+            hint = (f"--keep-fp32 {','.join([*kept, 'ffn_out'])} (every FFN down-projection in float: their inputs "
+                    "carry the outliers), " + hint)
     if quant.method == "minmax" and "percentile" in _runtime(name).calibration_methods \
             and _runtime(name).smooth_quant is None:
         hint += ", or --calibration-method percentile"
@@ -67,7 +68,8 @@ def next_group(sens: dict, kept: tuple[str, ...]) -> str | None:
 
 def quant_facts(meta: dict) -> dict:
     """How an integer artifact was quantised (and each group's cost alone, with --sensitivity), for report.md."""
-    keys = ("quantization", "calibration", "calibration_method", "smooth_quant", "kept_fp32", "kept_by_default", "int16",
-            "int16_by_default", "int8_table_tensors", "cost", "sensitivity", "auto_keep")
+    keys = ("quantization", "calibration", "calibration_method", "smooth_quant", "kept_fp32", "kept_by_default",
+            "per_token", "per_token_by_default", "int16", "int16_by_default", "int8_table_tensors", "cost", "sensitivity",
+            "auto_keep")
     facts = {k: meta[k] for k in keys if k in meta}
     return {"quant": facts} if facts else {}

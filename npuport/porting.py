@@ -209,6 +209,12 @@ def _check_quant_flags(cfg: PortConfig, specs: dict[str, CompileSpec]) -> None:
         raise ConfigError(f"--int16 {','.join(cfg.quant.int16)}: {', '.join(unmixed)} cannot mix 8- and 16-bit "
                           f"activations in one graph; runtimes that can: {', '.join(runtime_names(mixes_int16=True))} "
                           "(elsewhere: --keep-fp32 GROUPS leaves groups in float)")
+    flat = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS and not get_runtime(n).quantizes_per_token]
+    if cfg.quant.per_token and flat:  # a group the runtime would quantise per tensor instead: say so, don't ignore
+        able = runtime_names(quantizes_per_token=True)
+        raise ConfigError(f"--per-token {','.join(cfg.quant.per_token)}: {', '.join(flat)} cannot quantise a group "
+                          f"per token; runtimes that can: {', '.join(able)} (elsewhere: --keep-fp32 "
+                          f"{','.join(cfg.quant.per_token)} leaves them in float)")
     deaf = [n for n, s in specs.items() if s.precision in INTEGER_PRECISIONS
             and cfg.quant.method not in get_runtime(n).calibration_methods]
     if cfg.quant.method != "minmax" and deaf:  # a method a runtime would silently ignore: say so

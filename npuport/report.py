@@ -125,6 +125,11 @@ def _quant_lines(r: dict) -> list[str]:
             by_default = v["quant"].get("kept_by_default") or []
             lines += ["", f"**{b} {prec}** left in float: {', '.join(kept)}" + (
                 f" ({', '.join(by_default)} by default; `--keep-fp32 none` quantises every group)" if by_default else "") + "."]
+    for b, prec, v, groups in _quant_entries(r, "per_token"):
+        if not v.get("refused") and groups:
+            by_default = v["quant"].get("per_token_by_default") or []
+            lines += ["", f"**{b} {prec}** quantised per token at run time: {', '.join(groups)}" + (
+                " (the default; `--per-token none` calibrates them per tensor)" if by_default else "") + "."]
     return lines
 
 

@@ -109,7 +109,10 @@ class QuantOptions:
     graph (qnn, ethos-u); None: the runtime's own default recipe (`Runtime.default_int16`), () or ("none",): none.
     There `--keep-fp32 auto` raises groups to 16-bit instead of moving them to float on the host.
     smooth_quant: SmoothQuant's migration strength a in [0, 1] on runtimes that apply it (Runtime.smooth_quant);
-    None: the runtime's default, a negative value: off."""
+    None: the runtime's default, a negative value: off.
+    per_token: groups whose MatMuls take int8 weights and quantise their input per token at run time, on runtimes
+    that can (Runtime.quantizes_per_token); None: the runtime's default (`Runtime.default_per_token`) for static int8,
+    () or ("none",): none. A group also named in keep_fp32 stays in float."""
 
     method: str = "minmax"
     mode: str = "static"
@@ -118,6 +121,7 @@ class QuantOptions:
     min_agreement: float = 0.995
     int16: tuple[str, ...] | None = None
     smooth_quant: float | None = None
+    per_token: tuple[str, ...] | None = None
 
     def __post_init__(self):
         if self.method not in CALIBRATION_METHODS:
@@ -132,6 +136,17 @@ class QuantOptions:
             if len(self.int16) > 1:
                 raise ConfigError(f"--int16 {','.join(self.int16)}: none keeps every group at 8 bits; name it alone")
             object.__setattr__(self, "int16", ())
+        if self.per_token is not None and "none" in self.per_token:
+            if len(self.per_token) > 1:
+                raise ConfigError(f"--per-token {','.join(self.per_token)}: none quantises no group per token; name "
+                                  "it alone")
+            object.__setattr__(self, "per_token", ())
+        for g in self.per_token or ():
+            if g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
+                raise ConfigError(f"--per-token {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
+        if self.per_token and self.mode != "static":
+            raise ConfigError("--per-token quantises some groups per token inside a statically quantised graph; "
+                              "drop --quantization dynamic")
         for g in self.keep_fp32 or ():
             if g != "auto" and g not in NAMED_GROUPS and not (g.startswith("layer.") and g[6:].isdigit()):
                 raise ConfigError(f"--keep-fp32 {g!r}: name {', '.join(NAMED_GROUPS)} or layer.N (N a layer index)")
@@ -164,13 +179,15 @@ class QuantOptions:
 
     @property
     def default_keep(self) -> tuple[str, ...]:
-        """Kept in float without being named: DEFAULT_KEEP unless --keep-fp32 was given (static quantisation only)."""
+        """Kept in float without being named: DEFAULT_KEEP unless --keep-fp32 was given (static quantisation only).
+        A runtime with its own default (Runtime.default_keep) keeps that instead (_quantize.resolve_keep)."""
         return DEFAULT_KEEP if self.keep_fp32 is None and self.mode == "static" else ()
 
     def options(self) -> dict:
         return {"calibration_method": self.method, "quantization": self.mode, "keep_fp32": list(self.fixed_keep),
                 "keep_fp32_default": list(self.default_keep), "sensitivity": self.sensitivity or self.auto_keep,
-                "int16": None if self.int16 is None else list(self.int16), "smooth_quant": self.smooth_quant}
+                "int16": None if self.int16 is None else list(self.int16), "smooth_quant": self.smooth_quant,
+                "per_token": None if self.per_token is None else list(self.per_token)}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -8,6 +8,7 @@ runs: with it, which rows flip is the same on every run.
 """
 
 import json
+import re
 
 import onnx
 import pytest
@@ -85,20 +86,36 @@ def test_static_int8_calibrated_on_the_eval_data_keeps_decisions(fixed_vocab_mod
     assert all(0 <= v["max_abs_logit_diff"] and 0 <= v["decision_agreement"] <= 1 for v in sens.values())
     ov_meta = json.loads((arts["openvino-int8"] / "manifest.json").read_text())["runtime"]["meta"]
     assert ov_meta["weights"] == "int8" and ov_meta["quantization"].startswith("NNCF") and ov_meta["smooth_quant"] == 0.5
-    # the default recipe leaves the head in float on OpenVINO too (spec.DEFAULT_KEEP): no FakeQuantize feeds its MatMul
-    assert ov_meta["kept_fp32"] == ov_meta["kept_by_default"] == ["ffn_out", "head"]
+    # OpenVINO's default recipe (OpenVinoRuntime.default_keep / default_per_token): the head in float, the FFN
+    # down-projections per token, every other MatMul calibrated int8
+    assert ov_meta["kept_fp32"] == ov_meta["kept_by_default"] == ["head"]
+    assert ov_meta["per_token"] == ov_meta["per_token_by_default"] == ["ffn_out"]
+    assert "ffn_out: int8 weights per channel, input quantised per token" in ov_meta["quantization"]
     import openvino as ov
 
     ir = ov.Core().read_model(str(arts["openvino-int8"] / "model.xml"))
     matmuls = {op.get_friendly_name(): op for op in ir.get_ordered_ops() if op.get_type_name() == "MatMul"}
     head = [n for n in matmuls if "head" in n]
+    ffn = [n for n in matmuls if re.search(r"mlp[./]Wo", n)]
     fq = {n for n, op in matmuls.items() if any(i.get_source_output().get_node().get_type_name() == "FakeQuantize"
                                                  for i in op.inputs())}
     assert head and not fq & set(head) and fq  # the head in float, the other MatMuls (not all kept) in int8
+    assert ffn and not fq & set(ffn) and all(_int8_weight(matmuls[n]) for n in ffn)  # per token: int8 weights only
+    assert not any(_int8_weight(matmuls[n]) for n in head)
     assert "SmoothQuant alpha 0.5" in (out / "report.md").read_text()  # the report says how each was quantised
     report = (out / "report.md").read_text()
     assert "sensitivity" in report and "| layer.0 |" in report
     assert main(["-q", "verify", str(out), "--eval-data", str(eval_jsonl)]) == 0
+
+
+def _int8_weight(matmul) -> bool:
+    """A MatMul whose weight is an int8 constant dequantised in the graph (Constant i8 -> Convert -> Multiply)."""
+    node = matmul.input(1).get_source_output().get_node()
+    for _ in range(4):
+        if node.get_type_name() == "Constant":
+            return node.get_element_type().get_type_name() == "i8"
+        node = node.input(0).get_source_output().get_node()
+    return False
 
 
 def test_a_coarse_calibration_is_refused_and_writes_no_artifact(varied_model, coarse, tmp_path, capsys):
@@ -201,6 +218,39 @@ def test_keep_fp32_leaves_the_named_groups_unquantised(tiny_model_dir, eval_json
     assert 0 < quantised_matmuls(tmp_path / "default") < quantised_matmuls(tmp_path / "all")
     assert "left in float: ffn_out, head (ffn_out, head by default" in (tmp_path / "default" / "report.md").read_text()
     assert json.loads((find_artifacts(tmp_path / "all")[0] / "manifest.json").read_text())["runtime"]["meta"]["kept_fp32"] == []
+
+
+def test_per_token_none_calibrates_every_openvino_matmul_and_a_kept_group_stays_in_float(tiny_model_dir, eval_jsonl,
+                                                                                         tmp_path, capsys):
+    import openvino as ov
+
+    def ffn_matmuls(out):
+        (art,) = find_artifacts(out)
+        ir = ov.Core().read_model(str(art / "model.xml"))
+        mm = [op for op in ir.get_ordered_ops() if op.get_type_name() == "MatMul"
+              and re.search(r"mlp[./]Wo", op.get_friendly_name())]
+        fq = [any(i.get_source_output().get_node().get_type_name() == "FakeQuantize" for i in op.inputs()) for op in mm]
+        return json.loads((art / "manifest.json").read_text())["runtime"]["meta"], fq, [_int8_weight(op) for op in mm]
+
+    ungated = ("--backend", "openvino", "--eval-data", str(eval_jsonl), "--min-agreement", "0")
+    assert _port(tiny_model_dir, tmp_path / "n", *ungated, "--per-token", "none") in (0, 1)
+    meta, fq, int8 = ffn_matmuls(tmp_path / "n")
+    assert meta["per_token"] == [] and fq and all(fq)  # calibrated per tensor like every other MatMul
+    assert _port(tiny_model_dir, tmp_path / "k", *ungated, "--keep-fp32", "ffn_out") in (0, 1)
+    meta, fq, int8 = ffn_matmuls(tmp_path / "k")
+    assert meta["kept_fp32"] == ["ffn_out"] and meta["per_token"] == [] and not any(fq) and not any(int8)
+    assert "quantised per token" not in (tmp_path / "k" / "report.md").read_text()
+    assert _port(tiny_model_dir, tmp_path / "d", *ungated) in (0, 1)
+    assert "quantised per token at run time: ffn_out (the default" in (tmp_path / "d" / "report.md").read_text()
+    from npuport.api import _bench_label
+    from npuport.artifact import read_manifest
+
+    (art,) = find_artifacts(tmp_path / "d")  # bench names the graph: what stayed in float, what went per token
+    assert _bench_label(read_manifest(art), art, set()) == "openvino-int8-keep-head-per-token-ffn_out"
+    capsys.readouterr()
+    assert _port(tiny_model_dir, tmp_path / "b", *ungated, "--per-token", "layer.9") == 2
+    assert "--per-token layer.9: this model has no such group" in capsys.readouterr().err
+    assert not (tmp_path / "b" / "openvino-int8").exists()
 
 
 def test_int8_needs_data_to_judge_decisions_and_bad_options_are_refused(tiny_model_dir, eval_jsonl, tmp_path, capsys):

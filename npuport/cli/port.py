@@ -100,9 +100,10 @@ def _register_bench(sub) -> None:
 def _add_integer_flags(p) -> None:
     """What port takes for integer precisions; bench takes it too, for the model it ports before timing."""
     from ..runtimes import get_runtime, runtime_names
-    from ..spec import CALIBRATION_METHODS, DEFAULT_KEEP, NAMED_GROUPS, ROLE_GROUPS
+    from ..spec import CALIBRATION_METHODS, NAMED_GROUPS, ROLE_GROUPS
 
-    grouped = ", ".join(runtime_names(measures_sensitivity=True, mixes_int16=False))
+    keep_defaults = "; ".join(f"{n} {','.join(get_runtime(n).default_keep)}"
+                              for n in runtime_names(measures_sensitivity=True, mixes_int16=False))
     calibrating = ", ".join(n for n in runtime_names() if len(get_runtime(n).calibration_methods) > 1)
     dynamic = ", ".join(runtime_names(quantizes_dynamic=True))
     q = p.add_argument_group("integer precisions (int8, int16): calibration and the bar an artifact must clear")
@@ -123,8 +124,15 @@ def _add_integer_flags(p) -> None:
                         "down-projection, where transformer activations carry outliers) (comma-separated); auto: "
                         "measure each group's cost and keep the costliest in float, one at a time, until "
                         "--min-agreement holds (on integer NPUs: raises them to 16-bit, see --int16); none: quantise "
-                        f"every group. Default: {','.join(DEFAULT_KEEP)} (static int8/int16 on {grouped}; on integer "
+                        f"every group. Default: {keep_defaults} (static int8/int16; on integer "
                         "NPUs a group named here runs in float on the host CPU)")
+    per_token = runtime_names(quantizes_per_token=True)
+    q.add_argument("--per-token", type=csv_list("per-token"), default=None, metavar="GROUPS",
+                   help=f"static int8 ({', '.join(per_token)}): these groups get int8 weights and quantise their "
+                        "input per token at run time (outlier channels cost them less than a calibrated per-tensor "
+                        "range); none: every group calibrated per tensor. Default: " + "; ".join(
+                            f"{n} {','.join(get_runtime(n).default_per_token) or 'none'}" for n in per_token)
+                        + ". A group also in --keep-fp32 stays in float")
     mixing = ", ".join(runtime_names(mixes_int16=True))
     q.add_argument("--int16", type=csv_list("int16"), default=None, metavar="GROUPS",
                    help=f"integer NPUs ({mixing}): run these groups with 16-bit activations, weights still 8-bit: "
@@ -143,7 +151,7 @@ def _quant(args):
 
     return QuantOptions(method=args.calibration_method, mode=args.quantization, keep_fp32=args.keep_fp32,
                         sensitivity=args.sensitivity, min_agreement=args.min_agreement, int16=args.int16,
-                        smooth_quant=args.smooth_quant)
+                        smooth_quant=args.smooth_quant, per_token=args.per_token)
 
 
 def _alpha(text: str) -> float:

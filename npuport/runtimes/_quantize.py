@@ -187,13 +187,32 @@ def check_keep(keep: tuple[str, ...], groups: dict[str, list[str]]) -> None:
                           f"{', '.join(groups) or '(none)'}")
 
 
-def resolve_keep(options: dict, groups) -> tuple[tuple[str, ...], list[str]]:
-    """(the groups to leave in float, those of them kept by default): a named group the model lacks is an error; a
-    default one (spec.DEFAULT_KEEP) applies where the model has it."""
+def resolve_keep(options: dict, groups, runtime_default: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """(the groups to leave in float, those of them kept by default): a named group the model lacks is an error;
+    where the default applies (options' keep_fp32_default: --keep-fp32 not given), the runtime's own
+    (Runtime.default_keep) where the model has the group."""
     named = tuple(options.get("keep_fp32", ()))
     check_keep(named, groups)
-    default = [g for g in options.get("keep_fp32_default", ()) if g in groups and g not in named]
+    applies = bool(options.get("keep_fp32_default"))
+    default = [g for g in (runtime_default if applies else ()) if g in groups and g not in named]
     return (*named, *default), default
+
+
+def resolve_per_token(options: dict, groups, keep: tuple[str, ...],
+                      runtime_default: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the groups quantised per token, those of them by default): `--per-token` as given (each must exist), else the
+    runtime's default where the model has the group, for static int8; a group kept in float stays in float."""
+    named = options.get("per_token")
+    if named is not None:
+        unknown = [g for g in named if g not in groups]
+        if unknown:
+            raise ConfigError(f"--per-token {','.join(unknown)}: this model has no such group; it has "
+                              f"{', '.join(groups)}")
+        return [g for g in named if g not in keep], []
+    if options.get("quantization", "static") != "static":
+        return [], []
+    mine = [g for g in runtime_default if g in groups and g not in keep]
+    return mine, mine
 
 
 def raised_groups(spec, groups, default: tuple[str, ...]) -> tuple[list[str], list[str]]:

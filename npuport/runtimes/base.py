@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Protocol
 import numpy as np
 
 from ..errors import BackendUnavailable, ConfigError
-from ..spec import CompileSpec, ShapeSpec
+from ..spec import DEFAULT_KEEP, CompileSpec, ShapeSpec
 
 if TYPE_CHECKING:
     import torch
@@ -189,6 +189,12 @@ class Runtime:
     calibration_methods: ClassVar[tuple[str, ...]] = ("minmax",)  # `--calibration-method` values it honours
     # SmoothQuant strength its static int8 uses unless `--smooth-quant` says otherwise; None: it cannot apply it
     smooth_quant: ClassVar[float | None] = None
+    # static int8: the groups left in float when `--keep-fp32` is not given (spec.DEFAULT_KEEP says why those)
+    default_keep: ClassVar[tuple[str, ...]] = DEFAULT_KEEP
+    # static int8 with some groups quantised per token at run time (int8 weights; `--per-token GROUPS`), and the
+    # groups it does that to when `--per-token` is not given
+    quantizes_per_token: ClassVar[bool] = False
+    default_per_token: ClassVar[tuple[str, ...]] = ()
     # quantization-aware training through this runtime's own quantizer (`detector train --qat NAME`: prepare_qat),
     # whose learned ranges `port` then uses instead of calibrating (runtimes/_qat.py)
     qat: ClassVar[bool] = False

@@ -166,7 +166,7 @@ def _int8(captured, spec, src: Path, out: Path) -> dict:
     from . import _quantize as quantize
 
     feeds = quantize.calibration_feeds(captured, spec)
-    keep, by_default = quantize.resolve_keep(spec.options, quantize.node_groups(src))
+    keep, by_default = quantize.resolve_keep(spec.options, quantize.node_groups(src), OnnxRuntime.default_keep)
     recipe = _recipe(spec.options)
     meta = recipe(src, out / "model.onnx", feeds, keep_fp32=keep)
     meta.update(calibration=spec.calibration_source, kept_by_default=by_default)

@@ -46,10 +46,17 @@ def signal_stack_kept():
             libc.sigaltstack(ctypes.byref(before), None)
 
 
-def compile_config(precision: str = "fp32", threads: int | None = None) -> dict:
+# int8 IRs: the per-token groups' MatMuls (int8 weights, float input) quantise their input at run time, per token in
+# groups of this many channels (the CPU plugin's default, pinned so an artifact does not change with OpenVINO's)
+DYNAMIC_GROUP = 32
+
+
+def compile_config(precision: str = "fp32", threads: int | None = None, device: str = "cpu") -> dict:
     """The one place OpenVINO compile options are set. fp32 is pinned: the CPU plugin would otherwise pick bf16
     on AVX512-BF16 machines."""
     cfg = {"INFERENCE_PRECISION_HINT": OV_PRECISION[precision], "PERFORMANCE_HINT": "LATENCY"}
+    if precision == "int8" and device.lower() == "cpu":
+        cfg["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = DYNAMIC_GROUP
     if threads:
         cfg["INFERENCE_NUM_THREADS"] = int(threads)
     return cfg
@@ -61,7 +68,7 @@ class OvSession(ShapeSession):
 
         self.core = ov.Core()
         self.model = self.core.read_model(str(self.directory / "model.xml"))
-        self.config = compile_config(self.manifest.precision, self.threads)
+        self.config = compile_config(self.manifest.precision, self.threads, self.manifest.device)
 
     def open_shape(self, b, t):
         m = self.model.clone() if len(self.shapes) > 1 else self.model
@@ -86,7 +93,7 @@ class OvExecutor(Executor):
         model = core.read_model(str(graph.onnx))
         # symbolic dims (graph.dims) stay dynamic: OpenVINO's CPU plugin infers them per call
         with signal_stack_kept():
-            cm = core.compile_model(model, device.upper(), compile_config(graph.precision, threads))
+            cm = core.compile_model(model, device.upper(), compile_config(graph.precision, threads, device))
         hint = cm.get_property("INFERENCE_PRECISION_HINT")  # what the plugin really runs, not what we asked
         self.execution_precision = hint.to_string() if hasattr(hint, "to_string") else str(hint)
         self.request = cm.create_infer_request()
@@ -128,6 +135,15 @@ class OpenVinoRuntime(Runtime):
     # SmoothQuant strength: the paper's 0.5, as ONNX Runtime's. On the demo's unseen rows NNCF's own 0.95 for
     # transformers flipped as many decisions, with more logit drift (the P11 table has both): one recipe, both runtimes
     smooth_quant = 0.5
+    # The static int8 default (p11_int8.py, the demo detector's unseen rows): the head in float, every FFN
+    # down-projection quantised per token. Their inputs carry the outlier channels that flip decisions at per-tensor
+    # int8 (spec.DEFAULT_KEEP); quantised per token in 32-channel groups (the CPU plugin's dynamic quantisation over
+    # int8 weights) they hold the decisions that float held on ONNX Runtime, and run faster than in float
+    # (mmBERT-small 1 x 512: the P11 speed table). With them in float instead, OpenVINO flipped 5 of 660 unseen
+    # family rows (the P11 table's "default before" row).
+    default_keep = ("head",)
+    quantizes_per_token = True
+    default_per_token = ("ffn_out",)
     session_class = OvSession
     executor_class = OvExecutor
 
@@ -207,20 +223,43 @@ def _nncf_int8(model, captured, spec):
         raise BackendUnavailable("openvino int8 needs NNCF: pip install nncf") from None
     import logging
 
-    from ._quantize import resolve_keep
+    from ._quantize import resolve_keep, resolve_per_token
 
     groups = _ov_groups(model)
-    keep, by_default = resolve_keep(spec.options, dict.fromkeys(groups))
+    keep, by_default = resolve_keep(spec.options, dict.fromkeys(groups), OpenVinoRuntime.default_keep)
+    per_token, pt_default = resolve_per_token(spec.options, dict.fromkeys(groups), keep,
+                                              OpenVinoRuntime.default_per_token)
     feeds = calibration_feeds(captured, spec)
     nncf.set_log_level(logging.ERROR)  # its notices would break npuport's own status line
     alpha = spec.options.get("smooth_quant")
     alpha = OpenVinoRuntime.smooth_quant if alpha is None else alpha
     sens = _nncf_sensitivity(nncf, model, feeds, groups, captured, alpha) if spec.options.get("sensitivity") else None
-    q = _nncf_quantize(nncf, model, feeds, [p for g in keep for p in _group_patterns(g)], alpha)
+    q = _nncf_quantize(nncf, model, feeds, [p for g in (*keep, *per_token) for p in _group_patterns(g)], alpha)
+    if per_token:
+        q = _int8_weights(nncf, q, [p for g in per_token for p in _group_patterns(g)])
     sq = f"SmoothQuant alpha {alpha:g}" if alpha >= 0 else "no SmoothQuant"
+    how = (f"; {', '.join(per_token)}: int8 weights per channel, input quantised per token in {DYNAMIC_GROUP}-channel "
+           "groups at run time (the CPU plugin's dynamic quantisation)" if per_token else "")
     return q, {"quantization": f"NNCF post-training int8 (transformer model type, mixed preset, {sq}, {len(feeds)} "
-                               "calibration batches)", "calibration": spec.calibration_source, "smooth_quant": alpha,
-               "kept_fp32": list(keep), "kept_by_default": by_default, "nncf": nncf.__version__, **({"sensitivity": sens} if sens else {})}
+                               f"calibration batches){how}", "calibration": spec.calibration_source,
+               "smooth_quant": alpha, "kept_fp32": list(keep), "kept_by_default": by_default,
+               "per_token": per_token, "per_token_by_default": pt_default, "nncf": nncf.__version__,
+               **({"sensitivity": sens} if sens else {})}
+
+
+def _int8_weights(nncf, model, patterns: list[str]):
+    """The MatMuls named by `patterns` (left in float by the static pass) get int8 weights, symmetric per output
+    channel (NNCF's weight compression, data-free): OpenVINO's CPU plugin then quantises their input per token at run
+    time (DYNAMIC_QUANTIZATION_GROUP_SIZE). Every other weight is left as the static pass made it."""
+    import re
+
+    mine = re.compile("|".join(f"(?:{p})" for p in patterns))
+    others = [op.get_friendly_name() for op in model.get_ops() if op.get_type_name() in ("MatMul", "Gather")
+              and not mine.fullmatch(op.get_friendly_name())]
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):  # its progress bar: nowhere
+        warnings.simplefilter("ignore")
+        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM,
+                                     ignored_scope=nncf.IgnoredScope(names=others, validate=False))
 
 
 def _nncf_quantize(nncf, model, feeds: list[dict], ignored: list[str], alpha: float = -1):
