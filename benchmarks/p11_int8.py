@@ -41,9 +41,11 @@ from npuport.ui import Progress
 GOAL_AGREEMENT = 0.995
 RESULT = RESULTS / "p11_int8.json"
 MEASURE = dict(min_agreement=0)  # measured here, not gated: the refusal is port's job and is tested
-NONE = dict(keep_fp32=(), **MEASURE)  # every group quantised (the default keeps ffn_out and head in float: spec.DEFAULT_KEEP)
+# every group calibrated int8 (the defaults keep groups in float, Runtime.default_keep, and OpenVINO's quantises
+# ffn_out per token, Runtime.default_per_token)
+NONE = dict(keep_fp32=(), per_token=(), **MEASURE)
 FFN = ("ffn_out",)  # every layer's FFN down-projection in float (npuport/static/quantize.py FFN_OUT says why)
-DEFAULT = ("ffn_out", "head")  # spec.DEFAULT_KEEP: the FFN down-projections and the head
+DEFAULT = ("ffn_out", "head")  # spec.DEFAULT_KEEP: the FFN down-projections and the head (OpenVINO's before P13)
 
 
 def _calibration_rows(data, tmp, n: int = 256) -> str:
@@ -63,7 +65,7 @@ def decisions(root, tmp, prog, only: str = "") -> dict:
                   eval_data=str(data / "val.jsonl"), calibration_data=_calibration_rows(data, tmp), capture_methods=(),
                   bench_runs=10)
     off = dict(smooth_quant=-1, **MEASURE)  # ONNX Runtime's own QDQ quantiser, no SmoothQuant
-    variants = {  # each runtime's default keeps ffn_out and head in float (spec.DEFAULT_KEEP); "every group" quantises them
+    variants = {  # each runtime's default recipe (Runtime.default_keep, default_per_token); "every group" calibrates all
         "onnxruntime default (NNCF, SmoothQuant 0.5)": ("onnxruntime", QuantOptions(**MEASURE)),
         "onnxruntime NNCF, SmoothQuant 0.5, every group": ("onnxruntime", QuantOptions(**NONE)),
         "onnxruntime NNCF, SmoothQuant 0.95 (NNCF's own)": ("onnxruntime", QuantOptions(smooth_quant=0.95, **MEASURE)),
@@ -73,13 +75,17 @@ def decisions(root, tmp, prog, only: str = "") -> dict:
         "onnxruntime QDQ percentile": ("onnxruntime", QuantOptions(method="percentile", **MEASURE)),
         "onnxruntime dynamic": ("onnxruntime", QuantOptions(mode="dynamic", **MEASURE)),
         "openvino default (NNCF, SmoothQuant 0.5)": ("openvino", QuantOptions(**MEASURE)),
+        "openvino ffn_out and head in float (the default before)": ("openvino",
+                                                                    QuantOptions(keep_fp32=DEFAULT, **MEASURE)),
+        "openvino attention in float, ffn_out per token": ("openvino", QuantOptions(keep_fp32=("attention", "head"),
+                                                                                     **MEASURE)),
         "openvino NNCF, SmoothQuant 0.5, head in int8": ("openvino", QuantOptions(keep_fp32=FFN, **MEASURE)),
         "openvino NNCF, SmoothQuant 0.5, every group": ("openvino", QuantOptions(**NONE)),
         "openvino NNCF, SmoothQuant 0.95 (NNCF's own)": ("openvino", QuantOptions(smooth_quant=0.95, **MEASURE)),
     }
     out = {}
     for i, (name, (backend, q)) in enumerate(variants.items()):
-        if only and only not in name:
+        if only and not any(t in name for t in only.split("|")):
             continue
         t0 = time.perf_counter()
         rep = port(PortConfig(out=f"{tmp}/dec{i}", runtimes=(backend,), quant=q, **common), prog)
@@ -87,7 +93,7 @@ def decisions(root, tmp, prog, only: str = "") -> dict:
         quant = r.get("quant", {})
         row = {"runtime": backend, "quant": q.options(), "gate_rows": r["parity"]["data"]["n"],
                "gate_agreement": r["decision_agreement"], "refused": bool(r.get("refused")),
-               "kept_fp32": quant.get("kept_fp32", []), "auto_rounds": r.get("auto_keep") or quant.get("auto_keep") or [],
+               "kept_fp32": quant.get("kept_fp32", []), "per_token": quant.get("per_token", []), "auto_rounds": r.get("auto_keep") or quant.get("auto_keep") or [],
                "quantization": quant.get("quantization"), "p50_ms_at_128": r.get("p50_ms")}
         if not r.get("refused"):  # the held-out figures: the written artifact re-checked on the test splits
             for split, key in (("test", ""), ("test_family", "family_")):
@@ -126,20 +132,31 @@ def _interleaved_p50(arts: dict, rounds: int = 40) -> dict:
     return {n: round(statistics.median(v), 2) for n, v in times.items()}
 
 
+def _label(art: Path) -> str:
+    """A bench label that names the int8 graph: the groups kept in float (-keep-A+B) and those quantised per token
+    (-per-token-C), from the artifact's manifest (render_goals.py matches decisions to speed by them)."""
+    meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
+    kept, per_token = meta.get("kept_fp32") or [], meta.get("per_token") or []
+    return (art.name + (f"-keep-{'+'.join(kept)}" if kept else "")
+            + (f"-per-token-{'+'.join(per_token)}" if per_token else ""))
+
+
 def speed(tmp, runs: int, prog, preset: str) -> dict:
     src, shapes = ModelSource(preset=preset, random_init=True), ShapeSpec(buckets=(512,))
     art = f"{tmp}/speed"
-    port(PortConfig(source=src, out=art, runtimes=("onnxruntime", "openvino"), shapes=shapes, capture_methods=(),
-                    bench_runs=1), prog)
-    port(PortConfig(source=src, out=f"{tmp}/speed8", runtimes=("onnxruntime", "openvino"), shapes=shapes,
-                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(**NONE)), prog)
-    # the graph of the default recipe's variants, ffn_out and head in float (bench labels it *-int8-keep-ffn_out+head)
-    port(PortConfig(source=src, out=f"{tmp}/speed8f", runtimes=("onnxruntime", "openvino"), shapes=shapes,
-                    precision="int8", capture_methods=(), bench_runs=1, quant=QuantOptions(keep_fp32=DEFAULT, **MEASURE)),
-         prog)
-    for d in ("onnxruntime-int8", "openvino-int8"):
-        shutil.move(f"{tmp}/speed8/{d}", f"{art}/{d}")
-        shutil.move(f"{tmp}/speed8f/{d}", f"{art}/{d}-keep-{'+'.join(DEFAULT)}")
+    both = ("onnxruntime", "openvino")
+    port(PortConfig(source=src, out=art, runtimes=both, shapes=shapes, capture_methods=(), bench_runs=1), prog)
+    # every group calibrated int8; each runtime's default recipe; OpenVINO's earlier default (ffn_out, head in float)
+    # and its default with attention in float (the decisions table's rows of the same names)
+    for out, rts, q in (("speed8", both, QuantOptions(**NONE)), ("speed8d", both, QuantOptions(**MEASURE)),
+                        ("speed8f", ("openvino",), QuantOptions(keep_fp32=DEFAULT, **MEASURE)),
+                        ("speed8a", ("openvino",), QuantOptions(keep_fp32=("attention", "head"), **MEASURE))):
+        port(PortConfig(source=src, out=f"{tmp}/{out}", runtimes=rts, shapes=shapes, precision="int8",
+                        capture_methods=(), bench_runs=1, quant=q), prog)
+        for d in rts:
+            a = Path(f"{tmp}/{out}/{d}-int8")
+            if not Path(f"{art}/{_label(a)}").exists():  # a label already there is the same graph
+                shutil.move(str(a), f"{art}/{_label(a)}")
     # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
     # labels them *-banded
     port(PortConfig(source=src, out=f"{tmp}/speedb", runtimes=("onnxruntime", "openvino"), shapes=shapes,
@@ -195,8 +212,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=10, help="timed runs per path in the speed part")
     ap.add_argument("--variants", default="", metavar="TEXT",
-                    help="decisions: re-run only the variants whose name contains TEXT; the others are kept from the "
-                         "last result (e.g. a variant timed while other work shared the cores)")
+                    help="decisions: re-run only the variants whose name contains TEXT (several: A|B); the others are "
+                         "kept from the last result (e.g. a variant timed while other work shared the cores)")
     ap.add_argument("--parts", default=",".join(PARTS),
                     help="which parts to run (comma-separated; default all); the others are kept from the last result")
     args = ap.parse_args()

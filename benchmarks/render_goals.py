@@ -350,11 +350,14 @@ def _npuport_fp32(path: str) -> bool:
 
 
 
-def _kept_of(label: str) -> list[str] | None:
-    """The groups an int8 bench label kept in float ([] for none), None for a label that is not int8."""
+def _groups_of(label: str) -> tuple[list[str], list[str]] | None:
+    """(the groups an int8 bench label kept in float, those it quantised per token), [] for none; None for a label
+    that is not int8. p11_int8.py's labels: NAME-int8[-keep-A+B][-per-token-C]."""
     if "-int8" not in label:
         return None
-    return sorted(label.split("-keep-", 1)[1].split("+")) if "-keep-" in label else []
+    label, _, per_token = label.partition("-per-token-")
+    kept = label.split("-keep-", 1)[1].split("+") if "-keep-" in label else []
+    return sorted(kept), sorted(per_token.split("+")) if per_token else []
 
 
 def _peer_fp32_row(results):
@@ -382,8 +385,8 @@ def _decisions_bar(r: dict) -> Bar:
 def _int8_row(results):
     """Speed and decisions must hold on one runtime and one graph: a static variant's decisions on the demo's unseen
     rows (the decisions part: test and test_family) go with the speed at 1 x 512 of the int8 artifacts that keep the
-    same groups in float (the speed part; bench labels them -keep-GROUPS). Calibration changes the scales, not the
-    graph; kept groups do."""
+    same groups in float and per token (the speed part; bench labels them -keep-GROUPS-per-token-GROUPS). Calibration
+    changes the scales, not the graph; kept and per-token groups do."""
     r = results["p11_int8"]
     sp, dec, dbar = r.get("speed"), r.get("decisions"), _decisions_bar(r)
     held = {n: v for n, v in (dec or {}).get("variants", {}).items() if "dynamic" not in n and not v["refused"]}
@@ -399,7 +402,7 @@ def _int8_row(results):
     for good, v in held.items():
         rt = v["runtime"]
         speeds = {n: eager / s["p50_ms"] for n, s in sp["results"].items()
-                  if n.startswith(rt + "-") and _kept_of(n) == sorted(v["kept_fp32"])}
+                  if n.startswith(rt + "-") and _groups_of(n) == (sorted(v["kept_fp32"]), sorted(v.get("per_token", [])))}
         if speeds:
             fast = max(speeds, key=speeds.get)
             rows.append((speed.holds(speeds[fast]) and dbar.holds(_held_out(v)), speeds[fast], rt, fast, good,
@@ -473,7 +476,7 @@ def _default_recipe_rows(results):
     nothing was calibrated or gated on: the lower of test and test_family."""
     r = results["p11_int8"]
     for name, v in (r.get("decisions") or {}).get("variants", {}).items():
-        if " default" not in name or v.get("refused"):
+        if not name.startswith(f"{v['runtime']} default") or v.get("refused"):  # not "... (the default before)"
             continue
         fam = v.get("family_decision_agreement")
         shown = (f"{name}: test {v['decision_agreement']:.2%} ({v['rows']} rows), test_family "

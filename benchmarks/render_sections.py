@@ -709,6 +709,8 @@ def p11_section(r: dict, link: str) -> list[str]:
                 continue
             fam = f"{v['family_decision_agreement']:.2%}" if "family_decision_agreement" in v else "not measured"
             kept = ", ".join(v["kept_fp32"]) or "—"
+            if v.get("per_token"):
+                kept += f" ({', '.join(v['per_token'])} per token)"
             if v["auto_rounds"]:
                 kept += f" ({len(v['auto_rounds'])} round(s) below the bar first: " + ", ".join(
                     f"{t['decision_agreement']:.2%}" for t in v["auto_rounds"]) + ")"
@@ -723,8 +725,9 @@ def p11_section(r: dict, link: str) -> list[str]:
     for sp in filter(None, (r.get("speed"), r.get("speed_base"))):
         eager, model = sp["results"]["eager"]["p50_ms"], _preset_name(sp)
         out += ["", f"**int8 speed (P11)** — {model} 1 × 512 (random init, calibrated on random probes: speed only; "
-                f"every MatMul int8, or every one but the groups named after -keep- in float; ffn_out: the FFN "
-                f"down-projections), interleaved with eager ({src}). {machine_line(sp)}.", "",
+                f"every MatMul int8, or every one but the groups named after -keep- in float, and those after "
+                f"-per-token- quantised per token at run time; ffn_out: the FFN down-projections, attention: the attention "
+                f"core, softmax(QKᵀ)V), interleaved with eager ({src}). {machine_line(sp)}.", "",
                 *head(f"| {model} 1 × 512 | p50 ms | p99 ms | vs eager fp32 |")]
         for n, v in sp["results"].items():
             out.append(f"| {n} | {v['p50_ms']:.0f} | {v['p99_ms']:.0f} | {eager / v['p50_ms']:.2f}× |")
