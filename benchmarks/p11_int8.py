@@ -133,12 +133,12 @@ def _interleaved_p50(arts: dict, rounds: int = 40) -> dict:
 
 
 def _label(art: Path) -> str:
-    """A bench label that names the int8 graph: the groups kept in float (-keep-A+B) and those quantised per token
-    (-per-token-C), from the artifact's manifest (render_goals.py matches decisions to speed by them)."""
-    meta = json.loads((art / "manifest.json").read_text())["runtime"]["meta"]
-    kept, per_token = meta.get("kept_fp32") or [], meta.get("per_token") or []
-    return (art.name + (f"-keep-{'+'.join(kept)}" if kept else "")
-            + (f"-per-token-{'+'.join(per_token)}" if per_token else ""))
+    """The name bench gives this int8 artifact (-keep-GROUPS, -per-token-GROUPS: the graph), used as its directory
+    name so the variants side by side never collide (render_goals.py matches decisions to speed by it)."""
+    from npuport.api import _bench_label
+    from npuport.artifact import read_manifest
+
+    return _bench_label(read_manifest(art), art, set())
 
 
 def speed(tmp, runs: int, prog, preset: str) -> dict:
