@@ -27,17 +27,19 @@ def main():
     ap.add_argument("--precisions", default="int8,int16")
     a = ap.parse_args()
 
+    import numpy as np
     import torch
 
     from npuport.parity import agreement
     from npuport.runtimes.ethosu_quant import compile_spec, quantize
 
-    demo, captured, shape, calib, rows = ethosu_setup.capture(a.model_dir, a.device, a.seq_len, prefix="npuport-eu-fq-")
+    demo, captured, shape, calib, rows = ethosu_setup.capture(a.model_dir, a.device, a.seq_len, prefix="npuport-eu-fq-",
+                                                              pick=a.pick, calibration=a.calibration)
     with torch.no_grad():
         ref = torch.cat([captured.reference(i, m) for i, m in rows]).numpy()
     build = json.loads((demo / "build.json").read_text()) if (demo / "build.json").is_file() else {}
     out = {**meta("ethosu_fakequant.py"), "demo_version": build.get("demo_version"), "demo_init": build.get("init"),
-           "device": a.device, "shape": list(shape), "eval_rows": len(rows), "calibration_rows": len(calib),
+           "device": a.device, "shape": list(shape), "pick": a.pick, "calibration": a.calibration, "eval_rows": len(rows), "calibration_rows": len(calib),
            "executes": "fake-quantised PyTorch graph (PT2E, EthosUQuantizer), this CPU", "precisions": {}}
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
 
@@ -51,10 +53,13 @@ def main():
         with torch.no_grad():
             got = torch.cat([qm(i, m) for i, m in rows]).numpy()
         agree, dl = agreement(ref, got, captured.task)
-        out["precisions"][prec] = {"decision_agreement": agree, "max_abs_logit_diff": dl,
+        dr, dg = captured.task.decisions(ref), captured.task.decisions(got)
+        changed = [int(i) for i in np.flatnonzero(~(dr == dg).reshape(len(ref), -1).all(axis=1))]
+        out["precisions"][prec] = {"decision_agreement": agree, "max_abs_logit_diff": dl, "changed_rows": changed,
+                                   "logits": {"float": ref.tolist(), "fake_quant": got.tolist()} if a.pick else None,
                                    "widest_activation_ranges": widest, "seconds": round(time.perf_counter() - t0, 1)}
         print(prec, json.dumps(out["precisions"][prec]), flush=True)
-        write_result("ethosu_fakequant", out)
+        write_result(ethosu_setup.result_name("ethosu_fakequant", a), out)
 
 
 if __name__ == "__main__":

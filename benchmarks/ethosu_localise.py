@@ -76,7 +76,8 @@ def main():
     from npuport.runtimes.ethosu_quant import compile_spec, quantize, quiet
 
     demo, captured, shape, calib, rows = ethosu_setup.capture(a.model_dir, a.device, a.seq_len, a.rows,
-                                                              prefix="npuport-eu-loc-")
+                                                              prefix="npuport-eu-loc-", pick=a.pick,
+                                                              calibration=a.calibration)
     example = captured.example(shape)
     tmp = Path(tempfile.mkdtemp(prefix="npuport-eu-vela-"))
 
@@ -130,7 +131,7 @@ def main():
     build = json.loads((demo / "build.json").read_text()) if (demo / "build.json").is_file() else {}
     out = {**meta("ethosu_localise.py"), "demo_version": build.get("demo_version"), "demo_init": build.get("init"),
            "device": a.device, "precision": a.precision, "layernorm": a.layernorm,
-           "shape": list(shape),
+           "shape": list(shape), "pick": a.pick, "calibration": a.calibration,
            "eval_rows": len(rows), "calibration_rows": len(calib), "lower_s": round(lower_s, 1),
            "run_s": round(time.perf_counter() - t1, 1),
            "executes": "TOSA reference model for one partition at a time; PyTorch (the fake-quantised partitions "
@@ -153,7 +154,7 @@ def main():
                                   "logit_shift_vs_fake_quant": dfq})
         print(k, json.dumps(out["partitions"][-1])[:400], flush=True)
     print(json.dumps({k: out[k] for k in ("fake_quant", "reference_all")}))
-    write_result(f"ethosu_localise_{a.precision}_{a.layernorm}", out)
+    write_result(ethosu_setup.result_name(f"ethosu_localise_{a.precision}_{a.layernorm}", a), out)
 
 
 if __name__ == "__main__":
