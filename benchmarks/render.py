@@ -62,6 +62,7 @@ SECTIONS = [
     Section("npu_verify", npu.npu_verify_section, True),
     Section("qnn_weights", npu.qnn_weights_section, True),
     Section("ethosu_fakequant", s.ethosu_fakequant_section, True),
+    Section("ethosu_maskfill", npu.ethosu_maskfill_section, True),
     Section("ethosu_localise_int16_plain", npu.ethosu_localise_section, True),
     Section("npu_qat", s.npu_qat_section, True),
     Section("npu_qat_labels", s.npu_qat_section, False),

@@ -151,3 +151,32 @@ def qnn_weights_section(r: dict, link: str) -> list[str]:
             cells += [f"{v['decision_agreement']:.2%} of {v['rows']}", flips, f"{v['max_abs_logit_diff']:.2g}"]
         out.append(row(label, *cells))
     return out
+
+
+def ethosu_maskfill_section(r: dict, link: str) -> list[str]:
+    """P13: the -inf substitute before Ethos-U quantisation, ExecuTorch's against npuport's (ethosu_maskfill.json)."""
+    runs = r["runs"]
+    first = next(iter(runs.values()))
+    out = [f"**Ethos-U: what the masked keys' -inf becomes (P13)** — an attention mask puts -inf on padded keys' scores; "
+           "ExecuTorch's Arm pipeline replaces it by a finite value before quantisation, and the observers of the masked "
+           "scores and of softmax's `x - max` span it, which sets their step and the span of the exp table the lowering "
+           "builds. The demo detector on "
+           f"{first['device']}, quantised as `npuport port` does (calibrated on {first['calibration_rows']} validation "
+           "rows), as fake-quantised PyTorch and as every partition on the TOSA reference model, against the float "
+           "detector; *lowering* = the reference model against the fake-quantised graph. Rows: the ones a verify run "
+           "flipped (`--pick`, lines of the split files) or a sample of test + test_family "
+           f"([script]({link}/ethosu_maskfill.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
+           *head("| recipe, shape, rows | -inf becomes | softmax input's lowest observed | fake-quant: decisions "
+                 "| reference: decisions | changed rows | max abs Δlogit | lowering: max abs Δlogit |")]
+    for key, e in runs.items():
+        what = f"{e['precision']} at {e['shape'][0]} × {e['shape'][1]}, " + (
+            f"{e['eval_rows']} picked rows ({e['pick']})" if e.get("pick") else f"{e['eval_rows']} rows")
+        for v in e["values"]:
+            fq, ref, low = v["fake_quant"], v["reference"], v["reference_vs_fake_quant"]
+            span = v.get("softmax_input_min")
+            out.append(row(what, f"{v['masked_score']:g}" + (" (ExecuTorch's)" if v["masked_score"] == -256 else ""),
+                           f"{span[0]:.0f} to {span[1]:.0f}" if span else "—",
+                           f"{fq['decision_agreement']:.0%}", f"{ref['decision_agreement']:.0%}",
+                           ", ".join(map(str, ref["changed_rows"])) or "none",
+                           f"{ref['max_abs_logit_diff']:.2f}", f"{low['max_abs_logit_diff']:.2f}"))
+    return out

@@ -50,6 +50,7 @@ def test_port_carries_vela_figures_and_the_exact_reference_proof(ported):
     assert meta["calibration"].startswith("--eval-data eval.jsonl (12 rows)")
     # int8 quantises LayerNorm as the model has it (the scaled form measured worse there: ethosu_quant.scales_layernorm)
     assert meta["layernorm_form"] == "as the model has it" and shape["proof"]["integer_form_vs_float_max_abs"] < 1e-4
+    assert meta["masked_score"].startswith("-32 for -inf")
     files = set(m["files"])
     assert {"ethosu_1x16.pte", "ethosu_1x16_host.json", "ethosu_1x16_host.safetensors"} <= files
     assert any(f.endswith(".tosa") for f in files)
@@ -170,3 +171,37 @@ def test_sensitivity_rounds_share_one_annotation_transform(npu_model_dir):
     with torch.no_grad():
         for ids, mask in calib:
             assert torch.equal(a(ids, mask), b(ids, mask))
+
+
+def test_masked_keys_do_not_widen_the_softmax_ranges(npu_model_dir):
+    """An attention mask's -inf reaches the quantizer as ExecuTorch's substitute, and the observers of the masked
+    scores and of softmax's `x - max` span it. npuport's substitute (ethosu_quant.MASKED_SCORE, -32 for ExecuTorch's
+    -256) keeps those ranges near the scores' own: at -256 the demo detector's int16 exp tables were off by ~4 % and
+    the U55 lost 5 decisions the fake-quantised graph kept (benchmarks/ethosu_maskfill.py). Padded rows, so that
+    every layer's softmax sees masked keys, which still get no weight: the padded row's logits stay those of the
+    same tokens unpadded at the float model's tolerance."""
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    from npuport.models.detector import load_detector
+    from npuport.runtimes.ethosu_quant import MASKED_SCORE, compile_spec, quantize
+    from npuport.static.adapters import adapt
+
+    static, _ = adapt(load_detector(str(npu_model_dir)).eval(), "dense")
+    g = torch.Generator().manual_seed(0)
+    calib = [(torch.randint(5, 100, (1, 16), generator=g), torch.ones(1, 16, dtype=torch.long)) for _ in range(4)]
+    for k, (_, mask) in enumerate(calib):
+        mask[0, 6 + 2 * k:] = 0
+    spec = compile_spec("ethos-u55-128")
+    assert spec._get_pass_pipeline_config().quantize_inf.neg_inf == MASKED_SCORE == -32
+    prepared = quantize(lambda m, ex: torch.export.export(m, tuple(ex), strict=True), static, calib[0], calib, spec,
+                        "int16", keep_observers=True)
+    lows = [float(getattr(prepared, n.target).min_val.min()) for n in prepared.graph.nodes
+            if n.op == "call_module" and hasattr(getattr(prepared, n.target), "min_val")]
+    # the lowest any observed tensor went: the substitute plus the scores' own spread, never ExecuTorch's -256
+    assert -132 < min(lows) <= -32
+    qm = convert_pt2e(prepared)
+    ids, mask = calib[0]
+    short = mask.clone()
+    short[0, 6:] = 0
+    with torch.no_grad():  # masked keys get no weight: the float model on the short row, fake-quant beside it
+        assert torch.allclose(qm(ids, short), static(ids, short), atol=0.05)

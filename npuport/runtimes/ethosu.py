@@ -32,6 +32,7 @@ from ._qkv_layout import separate_qkv_projections
 from ._rope_layout import rope_in_token_layout
 from .base import Runtime, ShapeSession
 from .ethosu_quant import (
+    MASKED_SCORE,
     SharedAnnotationGraph,
     compile_spec,
     integer_form,
@@ -431,6 +432,8 @@ class EthosURuntime(Runtime):
                 "layernorm_form": "scaled: deviations divided by their mean |d| before the variance (exact in float; "
                                   "keeps rsqrt's table input in [1, C])" if scales_layernorm(spec.precision) else
                                   "as the model has it",
+                "masked_score": f"{MASKED_SCORE:g} for -inf (masked attention keys) before quantisation, not "
+                                "ExecuTorch's -256: the softmax input's range, and so its step, stays near the scores'",
                 # ExecuTorch's Arm quantizer configs fix the observers; --calibration-method is refused for ethos-u
                 "calibration_method": "QAT (activations: HistogramObserver ranges calibrated before training and "
                                       "held; weights: per-channel min-max of the trained weights)" if qat else

@@ -17,10 +17,28 @@ if TYPE_CHECKING:
     import torch
 
 
+# What -inf becomes before quantisation (ExecuTorch's QuantizeInfConfig; its default is -256). An attention mask puts
+# -inf on the padded keys' scores, and the observers of the masked scores and of softmax's `x - max` then span the
+# substitute, so its size sets their step: at -256 the scores of a 1 x 128 row spanned [-288, 0], and the int16 exp
+# table, 513 points linearly interpolated over that range, was off by up to ~4 % near 0, where the weights that count
+# are (the demo detector's decisions the U55 lost at int16 moved 0.52 from the fake-quantised graph; 0.08 at -32,
+# `benchmarks/ethosu_maskfill.py`). Any value far enough below the scores is exact in effect: a masked key keeps
+# e^-32 (1e-14) of the top key's weight at most, far below the 16-bit output step (3e-5).
+MASKED_SCORE = -32.0
+
+
 def compile_spec(target: str):
+    import dataclasses
+
+    from executorch.backends.arm.common.pipeline_config import QuantizeInfConfig
     from executorch.backends.arm.ethosu import EthosUCompileSpec
 
-    return EthosUCompileSpec(target, extra_flags=["--verbose-performance"])
+    spec = EthosUCompileSpec(target, extra_flags=["--verbose-performance"])
+    # the target's own pipeline defaults (the U55 softmax form), only the -inf substitute changed
+    config = spec._get_pass_pipeline_config()
+    spec.set_pass_pipeline_config(dataclasses.replace(config, quantize_inf=QuantizeInfConfig(
+        neg_inf=MASKED_SCORE, pos_inf=config.quantize_inf.pos_inf)))
+    return spec
 
 
 @contextlib.contextmanager
