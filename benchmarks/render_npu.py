@@ -166,7 +166,7 @@ def ethosu_maskfill_section(r: dict, link: str) -> list[str]:
            "detector; *lowering* = the reference model against the fake-quantised graph. Rows: the ones a verify run "
            "flipped (`--pick`, lines of the split files) or a sample of test + test_family "
            f"([script]({link}/ethosu_maskfill.py), [JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
-           *head("| recipe, shape, rows | -inf becomes | softmax input's lowest observed | fake-quant: decisions "
+           *head("| recipe, shape, rows | -inf becomes | softmax input's lowest value (range over layers) | fake-quant: decisions "
                  "| reference: decisions | changed rows | max abs Δlogit | lowering: max abs Δlogit |")]
     for key, e in runs.items():
         what = f"{e['precision']} at {e['shape'][0]} × {e['shape'][1]}, " + (
