@@ -9,7 +9,7 @@ import json
 import shutil
 
 import pytest
-from conftest import needs_ethos_u
+from conftest import _tiny_detector_dir, needs_ethos_u
 from safetensors.torch import load_file
 
 from npuport.artifact import find_artifacts
@@ -132,6 +132,28 @@ def test_qat_16_bit_groups_span_16_bits_in_the_training_graph(npu_model_dir):
         g = get_runtime("ethos-u").prepare_qat(static, example, "ethos-u55-128", "int8", int16=groups)
         spans[groups] = sorted({getattr(g, n.target).quant_max for n in _qat.modules(g)})
     assert 32767 not in spans[()] and {127, 32767} <= set(spans[("layernorm",)]), spans  # (int32: the biases)
+
+
+def test_qat_trains_with_dropout_off(tmp_path_factory):
+    """The training graph (thawed: the weights' fake-quants observe) computes as the frozen one does: no dropout.
+    The float answers QAT distils are dropout-free, and dropout through 8-bit fake-quants swamped the rounding QAT
+    learns (runtimes/_qat.py thaw). The same graph in torch's train mode differs run to run: the dropout is there."""
+    import torch
+    from torchao.quantization.pt2e import move_exported_model_to_train
+
+    from npuport.models.detector import load_detector
+    from npuport.runtimes import _qat, get_runtime
+    from npuport.static.adapters import adapt
+
+    d = _tiny_detector_dir(tmp_path_factory, "npu_dropout", num_hidden_layers=1, mlp_dropout=0.5)
+    static, _ = adapt(load_detector(str(d)).eval(), "dense")
+    example = (torch.randint(5, 250, (2, 16)), torch.ones(2, 16, dtype=torch.long))
+    g = get_runtime("ethos-u").prepare_qat(static, example, "ethos-u55-128", "int8", calibration=[example])
+    _qat.thaw(g)
+    torch.manual_seed(0)
+    assert g(*example).equal(g(*example))
+    move_exported_model_to_train(g)
+    assert not g(*example).equal(g(*example))
 
 
 @pytest.mark.parametrize("flags,phrase", [
