@@ -5,9 +5,9 @@ quantizer for QAT (PT2E fake-quant modules where the target quantises: ExecuTorc
 Every activation's range is first calibrated on the training rows as `port` would (the target's own observers)
 and then held; training runs through that graph at one static shape [batch, max_len] (AdamW, linear warmup + decay;
 the embedding block stays frozen; dropout off: runtimes/_qat.py `thaw` says why) towards the float detector's own
-answers (distillation, `--qat-distill`; the rest of the loss on the labels), so the weights learn to live with the target's rounding at the ranges the integer
-graph will use, while the weights' fake-quants follow the weights. (Learning the activation ranges with QAT's
-moving min-max failed on the me5-small detector: runtimes/ethosu_qat.py `seed_ranges` says why.) The prepared graph
+answers (distillation, `--qat-distill`; the rest of the loss on the labels), so the weights learn to live with the
+target's rounding at the ranges the integer graph will use, while the weights' fake-quants follow the weights.
+(Learning the activation ranges with QAT's moving min-max failed on the me5-small detector: runtimes/ethosu_qat.py `seed_ranges` says why.) The prepared graph
 shares its parameters with the detector, so the detector saved at the end carries the trained weights, and beside
 it:
 
