@@ -7,9 +7,9 @@ and then held; training runs through that graph at one static shape [batch, max_
 the embedding block stays frozen; dropout off: runtimes/_qat.py `thaw` says why) towards the float detector's own
 answers (distillation, `--qat-distill`; the rest of the loss on the labels), so the weights learn to live with the
 target's rounding at the ranges the integer graph will use, while the weights' fake-quants follow the weights.
-(Learning the activation ranges with QAT's moving min-max failed on the me5-small detector: runtimes/ethosu_qat.py `seed_ranges` says why.) The prepared graph
-shares its parameters with the detector, so the detector saved at the end carries the trained weights, and beside
-it:
+(Learning the activation ranges with QAT's moving min-max failed on the me5-small detector: runtimes/ethosu_qat.py
+`seed_ranges` says why.) The prepared graph shares its parameters with the detector, so the detector saved at the end
+carries the trained weights, and beside it:
 
     qat.json                  target, device, precision, shapes, the figures below, the ranges' sha256
     qat_ranges.safetensors    the fake-quant modules' ranges, per batch size (runtimes/_qat.py)
