@@ -156,6 +156,43 @@ def test_qat_trains_with_dropout_off(tmp_path_factory):
     assert not g(*example).equal(g(*example))
 
 
+def test_the_frozen_qat_graph_computes_what_it_converts_to():
+    """A LayerNorm over 384 channels of small values: its mean and the 1/384 it is computed with have ranges whose
+    8-bit scale is below 6.1e-5, which torch's fused fake-quant raises in its forward and convert_pt2e does not
+    (runtimes/_qat.py align). The trained forward and the converted graph must compute the same numbers: before
+    align they differed by 0.09 to 0.18 here."""
+    import torch
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e
+
+    from npuport.runtimes import _qat
+    from npuport.runtimes.ethosu_qat import qat_prepared
+    from npuport.runtimes.ethosu_quant import compile_spec
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.ln, self.out = torch.nn.Linear(384, 384), torch.nn.LayerNorm(384), torch.nn.Linear(384, 2)
+
+        def forward(self, x, y):
+            return self.out(self.ln(self.lin(x) + y))
+
+    torch.manual_seed(0)
+    m = Block().eval()
+    with torch.no_grad():
+        m.lin.weight.mul_(0.01)
+        m.lin.bias.zero_()
+    batches = [(torch.randn(1, 8, 384), 1e-3 * torch.randn(1, 8, 384)) for _ in range(4)]
+    g = qat_prepared(m, batches[0], compile_spec("ethos-u55-128"), "int8", calib=batches)
+    _qat.thaw(g)
+    with torch.no_grad():
+        g(*batches[0])  # a forward with the weights' observers on, as training's steps are
+        _qat.freeze(g)
+        trained = [g(*b) for b in batches]
+        converted = convert_pt2e(g)
+        for t, b in zip(trained, batches, strict=True):
+            assert t.equal(converted(*b))
+
+
 @pytest.mark.parametrize("flags,phrase", [
     (["--qat", "ethos-u", "--batch", "4", "--qat-int16", "nosuch"], "--qat-int16 nosuch: this model has no such group"),
     (["--qat", "ethos-u", "--batch", "4", "--qat-int16", "layernorm", "--qat-precision", "int16"], "drop --qat-int16"),

@@ -49,11 +49,44 @@ def state(prepared) -> dict:
 
 
 def freeze(prepared) -> None:
-    """Eval mode with every observer off: the graph now computes with the ranges it holds."""
+    """Eval mode with every observer off: the graph now computes with the ranges it holds, and converts to the
+    same ones (align)."""
     from torchao.quantization.pt2e import disable_observer, move_exported_model_to_eval
 
     move_exported_model_to_eval(prepared)
     prepared.apply(disable_observer)
+    align(prepared)
+
+
+def align(prepared) -> int:
+    """Each fused activation fake-quant's observer range set to the scale and zero point its forward uses; returns
+    how many it changed. Why: torch's fused_moving_avg_obs_fake_quant raises a scale below 6.1e-5 to 6.1e-5 in its
+    own buffer on every forward, observer on or off, while convert_pt2e takes the observer's calculate_qparams, which
+    keeps the smaller scale. Tensors with such small ranges exist (a LayerNorm's mean, the 1/C constant it is
+    computed with): on the me5-small detector 8 of them, and the frozen QAT graph's logits differed from its
+    converted graph's by up to 1.9 before this. The trained forward is what the integer graph must reproduce, so
+    the observer follows the forward (a coarser step on those few tensors), not the other way round."""
+    import torch
+    from torchao.quantization.pt2e.fake_quantize import FusedMovingAvgObsFakeQuantize
+
+    changed = 0
+    for m in prepared.modules():
+        if not isinstance(m, FusedMovingAvgObsFakeQuantize):
+            continue
+        obs = m.activation_post_process
+        scale, zp = obs.calculate_qparams()
+        if torch.allclose(scale.float(), m.scale.float(), rtol=1e-6, atol=0) and zp.to(m.zero_point.dtype).equal(
+                m.zero_point):
+            continue
+        s, z, lo, hi = m.scale.detach().clone(), m.zero_point.detach().clone(), obs.quant_min, obs.quant_max
+        shape = obs.min_val.shape
+        if obs.qscheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric):
+            low, high = -s * (hi - lo) / 2, s * (hi - lo) / 2
+        else:
+            low, high = (lo - z) * s, (hi - z) * s
+        obs.min_val, obs.max_val = low.reshape(shape), high.reshape(shape)
+        changed += 1
+    return changed
 
 
 def thaw(prepared) -> None:
