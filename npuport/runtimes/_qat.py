@@ -16,6 +16,7 @@ loaded by position.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -49,44 +50,81 @@ def state(prepared) -> dict:
 
 
 def freeze(prepared) -> None:
-    """Eval mode with every observer off: the graph now computes with the ranges it holds, and converts to the
-    same ones (align)."""
+    """Eval mode with every observer off: the graph now computes with the ranges it holds."""
     from torchao.quantization.pt2e import disable_observer, move_exported_model_to_eval
 
     move_exported_model_to_eval(prepared)
     prepared.apply(disable_observer)
-    align(prepared)
 
 
-def align(prepared) -> int:
-    """Each fused activation fake-quant's observer range set to the scale and zero point its forward uses; returns
-    how many it changed. Why: torch's fused_moving_avg_obs_fake_quant raises a scale below 6.1e-5 to 6.1e-5 in its
-    own buffer on every forward, observer on or off, while convert_pt2e takes the observer's calculate_qparams, which
-    keeps the smaller scale. Tensors with such small ranges exist (a LayerNorm's mean, the 1/C constant it is
-    computed with): on the me5-small detector 8 of them, and the frozen QAT graph's logits differed from its
-    converted graph's by up to 1.9 before this. The trained forward is what the integer graph must reproduce, so
-    the observer follows the forward (a coarser step on those few tensors), not the other way round."""
+@functools.cache
+def _held_classes() -> tuple[type, type]:
+    """The two fake-quant classes hold() gives a QAT graph. Built on first use (torchao is imported lazily)."""
     import torch
+    from torchao.quantization.pt2e import DerivedObserverOrFakeQuantize
     from torchao.quantization.pt2e.fake_quantize import FusedMovingAvgObsFakeQuantize
 
-    changed = 0
+    class HeldFakeQuantize(FusedMovingAvgObsFakeQuantize):
+        """Observer off: rounds with calculate_qparams, as convert_pt2e does."""
+
+        def forward(self, X):
+            if self.observer_enabled[0] == 1 or self.fake_quant_enabled[0] == 0 or self.is_per_channel:
+                return super().forward(X)
+            scale, zero_point = self.calculate_qparams()
+            obs = self.activation_post_process
+            return torch.fake_quantize_per_tensor_affine(X, scale.reshape(()).float(),
+                                                         zero_point.reshape(()).to(torch.int32), obs.quant_min,
+                                                         obs.quant_max)
+
+    class HeldBiasQuantize(DerivedObserverOrFakeQuantize):
+        """A bias rounded to its derived int32 step (input scale x weight scale), as convert_pt2e stores it; torch's
+        derived observer passes the float bias through. Until the ranges it derives from exist (a first forward),
+        the bias passes through."""
+
+        def forward(self, x):
+            for o in self.obs_or_fqs:
+                low = getattr(getattr(o, "activation_post_process", o), "min_val", None)
+                if low is not None and not bool(torch.isfinite(low).all()):
+                    return x
+            scale, zero_point = self.calculate_qparams()
+            if self.ch_axis is not None and scale.numel() > 1:
+                return torch.fake_quantize_per_channel_affine(x, scale.float(), zero_point.to(torch.int32),
+                                                              self.ch_axis, self.quant_min, self.quant_max)
+            return torch.fake_quantize_per_tensor_affine(x, scale.reshape(()).float(),
+                                                         zero_point.reshape(()).to(torch.int32), self.quant_min,
+                                                         self.quant_max)
+
+    return HeldFakeQuantize, HeldBiasQuantize
+
+
+def hold(prepared) -> int:
+    """Make a PT2E QAT graph's forward, observers off, round every tensor as convert_pt2e will round it in the
+    integer graph; returns how many modules it changed (their state, buffers and keys, unchanged). Two places where
+    torch's QAT modules and convert_pt2e differ:
+      * torch's fused_moving_avg_obs_fake_quant recomputes its qparams from the observer's range on every forward,
+        observer on or off, in C++ (choose_qparams: scales below 6.1e-5 raised to it, its own zero-point choice);
+        convert_pt2e takes the observer's calculate_qparams, in Python. They differ on some tensors (a LayerNorm's
+        mean, and the 1/C it is computed with);
+      * a bias is passed through in float by the QAT graph and stored by convert_pt2e as int32 at its derived step.
+    Each puts a difference of a fraction of a step on a tensor; an 8-bit graph turns such differences into whole
+    steps at the next rounding, and on the me5-small detector at int8 (12 layers) the frozen QAT graph's logits
+    differed from its converted graph's by up to 1.9 (2.4 with the first fixed alone). The trained forward is what
+    the integer graph must reproduce."""
+    import torch
+    from torchao.quantization.pt2e import DerivedObserverOrFakeQuantize
+    from torchao.quantization.pt2e.fake_quantize import FusedMovingAvgObsFakeQuantize
+
+    held, bias = _held_classes()
+    n = 0
     for m in prepared.modules():
-        if not isinstance(m, FusedMovingAvgObsFakeQuantize):
-            continue
-        obs = m.activation_post_process
-        scale, zp = obs.calculate_qparams()
-        if torch.allclose(scale.float(), m.scale.float(), rtol=1e-6, atol=0) and zp.to(m.zero_point.dtype).equal(
-                m.zero_point):
-            continue
-        s, z, lo, hi = m.scale.detach().clone(), m.zero_point.detach().clone(), obs.quant_min, obs.quant_max
-        shape = obs.min_val.shape
-        if obs.qscheme in (torch.per_tensor_symmetric, torch.per_channel_symmetric):
-            low, high = -s * (hi - lo) / 2, s * (hi - lo) / 2
+        if type(m) is FusedMovingAvgObsFakeQuantize:
+            m.__class__ = held
+        elif type(m) is DerivedObserverOrFakeQuantize and m.dtype == torch.int32:
+            m.__class__ = bias
         else:
-            low, high = (lo - z) * s, (hi - z) * s
-        obs.min_val, obs.max_val = low.reshape(shape), high.reshape(shape)
-        changed += 1
-    return changed
+            continue
+        n += 1
+    return n
 
 
 def thaw(prepared) -> None:

@@ -40,6 +40,7 @@ def qat_prepared(module, example, eu_spec, precision: str, calib=None, raised: t
                                                                                            is_qat=True))
         set_group_config(q, module_groups(form) if raised else {}, raised, a16w8)
         prepared = prepare_qat_pt2e(m, q)
+        _qat.hold(prepared)  # the forward rounds as the converted graph will
         if calib is not None:
             ptq = quantize(lambda mod, ex: torch.export.export(mod, tuple(ex), strict=True), module, example, calib,
                             eu_spec, precision, tuple(raised), keep_observers=True)
