@@ -508,7 +508,9 @@ def npu_qat_section(r: dict, link: str) -> list[str]:
            f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
            f"ethos-u` on {q['train_rows']} training rows, {q['epochs']} epoch(s), lr {q['lr']:g}, batch {q['batch']}, "
            f"loss {_qat_loss(q.get('distill', 1.0))}; "
-           f"its port loads the ranges QAT held, no calibration; wall s: the PTQ port ran beside a QAT run "
+           f"its port loads the ranges QAT held, no calibration"
+           + (f"; each port's own `--eval-data` gate: {r['port_eval_split']}" if r.get("port_eval_split") else "")
+           + "; wall s: the PTQ port ran beside a QAT run "
            f"([script]({link}/npu_qat.py), "
            f"[JSON]({link}/results/{r['_file']})). {machine_line(r)}.", "",
            *head("| run | decisions kept vs float | F1 | max abs ΔP vs float | fake-quant vs reference | "

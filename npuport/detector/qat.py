@@ -68,7 +68,7 @@ class QatConfig:
         for name in ("epochs", "batch", "max_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be >= 1")
-        if self.batch < 2:  # a batch-1 graph specialises views: train at >= 2, batch 1 gets its own ranges
+        if self.batch < 2:  # a batch-1 graph specialises views: train at >= 2, batch 1 takes its ranges after
             raise ConfigError(f"--batch {self.batch}: QAT trains at batch 2 or more (batch 1 gets its ranges after)")
         if not 0 < self.lr < 1:
             raise ConfigError(f"--lr {self.lr}: must be in (0, 1)")
@@ -164,8 +164,9 @@ def _train(graph, params, rows, labels, teacher, cfg: QatConfig, pad: int, bar) 
 
 
 def _per_batch(runtime, static, graph, rows, cfg: QatConfig, pad: int, device: str, precision: str, progress):
-    """The ranges `port` will load, per batch size it compiles: the training graph's where the graph has the same
-    fake-quant modules, else that graph calibrated under the trained weights."""
+    """The ranges `port` will load, per batch size it compiles: the training graph's, where the graph has the same
+    fake-quant modules or differs only by views (runtimes/_qat.py carry), else that graph calibrated under the trained
+    weights."""
     width = cfg.max_len
     ranges, signatures, origin = {}, {}, {}
     for b in sorted(set(cfg.batch_sizes)):
@@ -177,7 +178,10 @@ def _per_batch(runtime, static, graph, rows, cfg: QatConfig, pad: int, device: s
             if _qat.signature(g) == _qat.signature(graph):
                 g.load_state_dict(_qat.state(graph), strict=False)
                 origin[b] = f"the training graph's (batch {cfg.batch}: the same fake-quant modules)"
-            else:  # batch 1 specialises views: other modules, so its own calibration under the trained weights
+            elif _qat.carry(g, graph) is not None:  # batch 1 specialises views: aligned past them
+                origin[b] = (f"the training graph's (batch {cfg.batch}), module by module: this graph has single views "
+                             "where that one has clone + view")
+            else:  # a graph that differs by more than views: its own calibration under the trained weights
                 progress(f"calibrating batch {b}'s graph on {n} rows (its fake-quant modules differ from batch "
                          f"{cfg.batch}'s)")
                 g = _prepared(runtime, static, rows, b, width, pad, device, precision, cfg.int16)
