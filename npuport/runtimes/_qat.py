@@ -9,9 +9,9 @@ trained fake-quant graph computed.
 
 The ranges are keyed by batch size. At one batch size, every bucket's graph has the same fake-quant modules in the
 same order (torch.export names them in graph order), so the ranges carry from the training length to every bucket;
-batch 1 specialises some views, so its graph has other modules, which `carry` aligns with the training graph's. A signature (the op each module
-observes, in order) is stored beside them and checked before loading: a graph that does not match is refused, never
-loaded by position.
+batch 1 specialises some views, so its graph has other modules, which `carry` aligns with the training graph's. A
+signature (the op each module observes, in order) is stored beside them and checked before loading: a graph that
+does not match is refused, never loaded by position.
 """
 
 from __future__ import annotations
