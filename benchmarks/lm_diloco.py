@@ -21,6 +21,9 @@ their traffic is what N workers would send: one fp32 gradient per step.
     floor       one worker's share alone (batch 4, a quarter of the tokens), and DiLoCo N = 4 averaging every step
                 (H = 1, plain averaging: no drift, each worker's AdamW on its own 4 rows)
     long        run length: all-reduce and DiLoCo N = 4, H = 50 for --long-steps (1600) steps from base instead of 400;
+    sched       the warm start's schedule, the same for both runs of a pair: the warm runs restart AdamW fresh and warm
+                up again to the peak lr, which first costs loss (the plot's first points sit above the base's); each
+                pair (all-reduce, DiLoCo N = 4 H = 50) at peak lr 5e-4 and 3e-4, and at 1e-3 with a 200-step warmup
                 on a lent GPU: --backend eager-cuda --groups long --long-steps 2400 --name lm_diloco_gpu
 
 `--groups outer --merge` adds groups to an existing results file instead of starting a new one; `--only KEY,...`
@@ -38,7 +41,7 @@ from pathlib import Path
 from common import HERE, meta, write_result
 
 SHARED = HERE.parent.parent / "shared" / "data" / "tinystories_sample.txt"
-GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h", "floor", "long")
+GROUPS = ("warm", "perworker", "scratch", "stream", "outer", "scratch-h", "floor", "long", "sched")
 
 
 def plan(base: str, long_steps: int = 1600) -> list[tuple[str, str, dict, dict]]:
@@ -74,6 +77,10 @@ def plan(base: str, long_steps: int = 1600) -> list[tuple[str, str, dict, dict]]
     runs.append(("floor", "one-worker-b4", dict(warm, batch=4), {}))
     runs.append(("floor", "diloco-4-h1-lr1-m0", dict(warm),
                  dict(workers=4, sync="diloco", inner_steps=1, outer_lr=1.0, outer_momentum=0.0)))
+    # the warm start's schedule, changed for both runs of a pair (each DiLoCo run is compared with its own pair's)
+    for tag, over in (("lr5e-4", dict(lr=5e-4)), ("lr3e-4", dict(lr=3e-4)), ("warmup200", dict(warmup=200))):
+        runs.append(("sched", f"allreduce-{tag}", dict(warm, **over), {}))
+        runs.append(("sched", f"diloco-4-h50-{tag}", dict(warm, **over), d4))
     # run length: the same warm start, more steps (the schedule stretched with them)
     runs.append(("long", f"allreduce-{long_steps}", dict(warm, steps=long_steps), {}))
     runs.append(("long", f"diloco-4-h50-{long_steps}", dict(warm, steps=long_steps), d4))
@@ -129,8 +136,8 @@ def main():
         if "inner_steps" in dist:
             dist = {**dist, "inner_steps": max(dist.get("fragments", 1), round(dist["inner_steps"] * a.scale))}
             dist["inner_steps"] -= dist["inner_steps"] % dist.get("fragments", 1)
-        cfg = LMTrainConfig(**{**common, **over, "eval_every": max(1, round(50 * a.scale)),
-                               "warmup": round(50 * min(1.0, a.scale))})
+        cfg = LMTrainConfig(**{**common, "eval_every": max(1, round(50 * a.scale)),
+                               "warmup": round(50 * min(1.0, a.scale)), **over})
         t0 = time.perf_counter()
         if dist:
             m = launch(cfg, DistConfig(**dist), run)
@@ -185,6 +192,8 @@ def _reference(runs: dict, key: str) -> str | None:
         return f"perworker/allreduce-b{name.rsplit('-b', 1)[1]}" if name.startswith("diloco") else None
     if group == "long":
         return f"long/allreduce-{name.rsplit('-', 1)[1]}" if name.startswith("diloco") else None
+    if group == "sched":
+        return f"sched/allreduce-{name.rsplit('-h50-', 1)[1]}" if name.startswith("diloco") else None
     ref = "scratch/allreduce" if group.startswith("scratch") else "warm/allreduce"
     return ref if name.startswith("diloco") and ref in runs else None
 
