@@ -13,18 +13,26 @@ own machine and date, so a part can be re-run alone (--parts) on a quiet machine
              ORT / OpenVINO fp32 and int8 (also with ffn_out in float: the graph of those variants), and the same
              with --attention banded, interleaved in one process (npuport bench).
   speed_base the same for mmBERT-base.
+  speed_avx2cap  the speed part on the kernels an AVX2 machine runs: PyTorch (ATEN_CPU_CAPABILITY), MKL and oneDNN
+             (ONEDNN_MAX_CPU_ISA, which OpenVINO's oneDNN honours: its int8 MatMuls lose VNNI) capped at AVX2, the
+             part re-run in a child process with those set. ONNX Runtime's MLAS picks its kernels from CPUID with no
+             switch to cap them, so this part runs eager and OpenVINO only.
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              this part measures speed only; decisions are the first part's.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
              serving path) vs the raw onnxruntime call on the same session, interleaved, medians.
 
     python benchmarks/p11_int8.py [--runs 10] [--parts decisions,overhead,speed,speed_base]
+    python benchmarks/p11_int8.py --parts speed_avx2cap      # approximates the AVX2 machine on an AVX-512 one
 """
 
 import argparse
 import json
+import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -141,10 +149,9 @@ def _label(art: Path) -> str:
     return _bench_label(read_manifest(art), art, set())
 
 
-def speed(tmp, runs: int, prog, preset: str) -> dict:
+def speed(tmp, runs: int, prog, preset: str, both=("onnxruntime", "openvino")) -> dict:
     src, shapes = ModelSource(preset=preset, random_init=True), ShapeSpec(buckets=(512,))
     art = f"{tmp}/speed"
-    both = ("onnxruntime", "openvino")
     port(PortConfig(source=src, out=art, runtimes=both, shapes=shapes, capture_methods=(), bench_runs=1), prog)
     # every group calibrated int8; each runtime's default recipe; OpenVINO's earlier default (ffn_out, head in float)
     # and its default with attention in float (the decisions table's rows of the same names)
@@ -159,12 +166,12 @@ def speed(tmp, runs: int, prog, preset: str) -> dict:
                 shutil.move(str(a), f"{art}/{_label(a)}")
     # --attention banded (sliding-window layers compute their band only), fp32 and int8 on both runtimes; bench
     # labels them *-banded
-    port(PortConfig(source=src, out=f"{tmp}/speedb", runtimes=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speedb", runtimes=both, shapes=shapes,
                     capture_methods=(), bench_runs=1, attention="banded"), prog)
-    port(PortConfig(source=src, out=f"{tmp}/speedb8", runtimes=("onnxruntime", "openvino"), shapes=shapes,
+    port(PortConfig(source=src, out=f"{tmp}/speedb8", runtimes=both, shapes=shapes,
                     precision="int8", capture_methods=(), bench_runs=1, attention="banded", quant=QuantOptions(**NONE)),
          prog)
-    for d in ("speedb/onnxruntime-fp32", "speedb/openvino-fp32", "speedb8/onnxruntime-int8", "speedb8/openvino-int8"):
+    for d in (f"speedb{x}/{rt}-{p}" for rt in both for x, p in (("", "fp32"), ("8", "int8"))):
         shutil.move(f"{tmp}/{d}", f"{art}/{d.replace('/', '-')}")
     return {"preset": preset, **bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)}
 
@@ -204,8 +211,12 @@ def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
             "overhead_vs_raw": {n: v / base - 1 for n, v in med.items() if n != "raw onnxruntime"}}
 
 
-PARTS = ("decisions", "overhead", "speed", "speed_base")
-SPEED_PRESETS = {"speed": "mmbert-small", "speed_base": "mmbert-base"}
+PARTS = ("decisions", "overhead", "speed", "speed_base", "speed_avx2cap")
+SPEED_PRESETS = {"speed": "mmbert-small", "speed_base": "mmbert-base", "speed_avx2cap": "mmbert-small"}
+# the AVX2 cap (benchmarks/demo_run.py's, plus OpenVINO's own kernels where its build reads OV_CPU_MAX_ISA); it must
+# be in the environment before the libraries load, hence the child process
+AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+            "OV_CPU_MAX_ISA": "AVX2"}
 
 
 def main():
@@ -220,6 +231,11 @@ def main():
     parts = [x for x in args.parts.split(",") if x]
     if not parts or set(parts) - set(PARTS):
         ap.error(f"--parts: choose from {', '.join(PARTS)}")
+    if "speed_avx2cap" in parts and parts != ["speed_avx2cap"]:
+        ap.error("--parts speed_avx2cap runs alone (it needs its own process, with the AVX2 cap set before the "
+                 "libraries load): python benchmarks/p11_int8.py --parts speed_avx2cap")
+    if parts == ["speed_avx2cap"] and any(os.environ.get(k) != v for k, v in AVX2_CAP.items()):
+        raise SystemExit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, **AVX2_CAP}))
     prog = Progress()
     root = build_demo(DemoBuildConfig(), prog, show_bar=False) if {"decisions", "overhead"} & set(parts) else None
     previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
@@ -233,7 +249,10 @@ def main():
             body = {"decisions": lambda: {"variants": {**kept, **decisions(root, tmp, prog, args.variants)}},
                     "overhead": lambda: overhead(root, tmp, prog),
                     "speed": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed"]),
-                    "speed_base": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed_base"])}[part]()
+                    "speed_base": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed_base"]),
+                    "speed_avx2cap": lambda: {"isa_cap": AVX2_CAP, "uncapped": ["onnxruntime (MLAS: no switch)"],
+                                              **speed(tmp, args.runs, prog, SPEED_PRESETS["speed_avx2cap"],
+                                                      both=("openvino",))}}[part]()
             res[part] = {"date": head["date"], "machine": head["machine"], "versions": head["versions"],
                          "seconds": round(time.perf_counter() - t0, 1), **body}
     finally:
