@@ -727,9 +727,11 @@ def p11_section(r: dict, link: str) -> list[str]:
     for sp in filter(None, (r.get("speed"), r.get("speed_base"), r.get("speed_avx2cap"))):
         eager, model = sp["results"]["eager"]["p50_ms"], _preset_name(sp)
         cap = sp.get("isa_cap")
-        capped = (f", **capped at AVX2** on this machine ({', '.join(f'{k}={v}' for k, v in cap.items())}: the kernels "
-                  f"an AVX2 machine runs; not capped, so not run: {', '.join(sp.get('uncapped', []))})") if cap else ""
-        out += ["", f"**int8 speed (P11{capped})** — {model} 1 × 512 (random init, calibrated on random probes: speed only; "
+        capped = (f"; capped at AVX2 on this machine, the kernels an AVX2 machine runs: "
+                  f"{', '.join(f'`{k}={v}`' for k, v in cap.items())}; not capped, so not run: "
+                  f"{', '.join(sp.get('uncapped', []))}") if cap else ""
+        title = "int8 speed on AVX2 kernels (P11, P13)" if cap else "int8 speed (P11)"
+        out += ["", f"**{title}** — {model} 1 × 512 (random init, calibrated on random probes: speed only{capped}; "
                 f"every MatMul int8, or every one but the groups named after -keep- in float, and those after "
                 f"-per-token- quantised per token at run time; ffn_out: the FFN down-projections, attention: the attention "
                 f"core, softmax(QKᵀ)V), interleaved with eager ({src}). {machine_line(sp)}.", "",
