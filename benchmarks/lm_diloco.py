@@ -21,10 +21,10 @@ their traffic is what N workers would send: one fp32 gradient per step.
     floor       one worker's share alone (batch 4, a quarter of the tokens), and DiLoCo N = 4 averaging every step
                 (H = 1, plain averaging: no drift, each worker's AdamW on its own 4 rows)
     long        run length: all-reduce and DiLoCo N = 4, H = 50 for --long-steps (1600) steps from base instead of 400;
+                on a lent GPU: --backend eager-cuda --groups long --long-steps 2400 --name lm_diloco_gpu
     sched       the warm start's schedule, the same for both runs of a pair: the warm runs restart AdamW fresh and warm
                 up again to the peak lr, which first costs loss (the plot's first points sit above the base's); each
                 pair (all-reduce, DiLoCo N = 4 H = 50) at peak lr 5e-4 and 3e-4, and at 1e-3 with a 200-step warmup
-                on a lent GPU: --backend eager-cuda --groups long --long-steps 2400 --name lm_diloco_gpu
 
 `--groups outer --merge` adds groups to an existing results file instead of starting a new one; `--only KEY,...`
 (keys as in the JSON, e.g. outer/diloco-4-h50-lr2-m0) runs just those runs of the chosen groups.

@@ -13,12 +13,13 @@ own machine and date, so a part can be re-run alone (--parts) on a quiet machine
              ORT / OpenVINO fp32 and int8 (also with ffn_out in float: the graph of those variants), and the same
              with --attention banded, interleaved in one process (npuport bench).
   speed_base the same for mmBERT-base.
-  speed_avx2cap  the speed part on the kernels an AVX2 machine runs: PyTorch (ATEN_CPU_CAPABILITY), MKL and oneDNN
-             (ONEDNN_MAX_CPU_ISA, which OpenVINO's oneDNN honours: its int8 MatMuls lose VNNI) capped at AVX2, the
-             part re-run in a child process with those set. ONNX Runtime's MLAS picks its kernels from CPUID with no
-             switch to cap them, so this part runs eager and OpenVINO only.
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
-             this part measures speed only; decisions are the first part's.
+             these parts measure speed only; decisions are the first part's.
+  speed_avx2cap  the speed part on the kernels an AVX2 machine runs, run alone, in a child process with the caps set:
+             PyTorch (ATEN_CPU_CAPABILITY), MKL, oneDNN (ONEDNN_MAX_CPU_ISA, PyTorch's and OpenVINO's: its int8
+             MatMuls lose VNNI) and OpenVINO's own kernels (OV_CPU_MAX_ISA; with the oneDNN cap alone its int8 compile
+             fails). ONNX Runtime's MLAS picks its kernels from CPUID with no switch to cap them, so this part runs
+             eager and OpenVINO only.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
              serving path) vs the raw onnxruntime call on the same session, interleaved, medians.
 
