@@ -252,6 +252,8 @@ def demo_markdown(r: dict) -> str:
         f"- npuport {r['npuport_version']} on {r['machine']['processor']} ({r['machine']['cpu_count']} CPUs); "
         f"wall time {r['wall_seconds']} s"
         + (f", peak RSS {r['peak_rss_mb']:.0f} MB, disk {r['disk_mb']:.0f} MB" if "peak_rss_mb" in r else "")
+        + (" (" + ", ".join(f"{k} {v:.0f} s" for k, v in r["stage_seconds"].items()) + ")" if r.get("stage_seconds")
+           else "")
         + f"; overall **{'PASS' if r['pass'] else 'FAIL'}**",
         "- demo data: " + ", ".join(f"{k} {v['rows']} rows / {v['personas']} personas ({v['deviation_fraction']:.0%} deviations)"
                                      for k, v in r["data"]["splits"].items()),

@@ -201,17 +201,28 @@ def run_demo(cfg: DemoConfig, progress: Progress = lambda m: None, show_bar: boo
     check_output(Path(cfg.out), overwrite=cfg.overwrite)  # before the (long) build: refuse early
     # apart: the build's memory goes back to the system before the port (see build_demo_apart)
     root, build_peak = build_demo_apart(DemoBuildConfig(seed=cfg.seed, init=cfg.init), progress, show_bar)
+    build_s = time.perf_counter() - t0  # the cache check alone when the build was cached
     release_memory()
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="demo") as out:
-        return _demo_into(out, root, cfg, progress, t0, build_peak)
+        return _demo_into(out, root, cfg, progress, t0, build_peak, build_s)
 
 
 def _du(p: Path) -> int:
     return sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())
 
 
-def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: float, build_peak: float = 0.0) -> dict:
-    from .apart import run_apart
+def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: float, build_peak: float = 0.0,
+               build_s: float = 0.0) -> dict:
+    from .apart import run_apart as _apart
+
+    seconds = {"build": round(build_s, 1)}
+
+    def run_apart(target, args, progress, stage):  # each stage timed: where the budget goes on a slower machine
+        t = time.perf_counter()
+        try:
+            return _apart(target, args, progress, stage)
+        finally:
+            seconds[stage] = round(time.perf_counter() - t, 1)
 
     # Every stage in its own process (detector/apart.py): each loads the model (and the port four runtimes), and
     # this one holds only the results, so no stage starts from another's high-water mark.
@@ -242,6 +253,7 @@ def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: f
         # everything it wrote (the unpacked pretrained encoder, the cached build and this output)
         "peak_rss_mb": max(peak_rss_mb(), *stage_peaks.values()),
         "stage_peak_rss_mb": {k: v for k, v in stage_peaks.items() if v},  # build: 0 when it was cached
+        "stage_seconds": seconds,
         "disk_mb": round((_du(root) + _du(out) + _du(cache_dir() / "pretrained" / report_init)) / 2**20, 1),
     }
     report["pass"] = bool(port_report["pass"])
