@@ -15,16 +15,16 @@ own machine and date, so a part can be re-run alone (--parts) on a quiet machine
   speed_base the same for mmBERT-base.
              A random-init model has no tokenizer, so its int8 is calibrated on random-token probes:
              these parts measure speed only; decisions are the first part's.
-  speed_avx2cap  the speed part on the kernels an AVX2 machine runs, run alone, in a child process with the caps set:
-             PyTorch (ATEN_CPU_CAPABILITY), MKL, oneDNN (ONEDNN_MAX_CPU_ISA, PyTorch's and OpenVINO's: its int8
-             MatMuls lose VNNI) and OpenVINO's own kernels (OV_CPU_MAX_ISA; with the oneDNN cap alone its int8 compile
-             fails). ONNX Runtime's MLAS picks its kernels from CPUID with no switch to cap them, so this part runs
-             eager and OpenVINO only.
+  speed_avx2cap  the speed part on the kernels an AVX2 machine runs, run alone, in a child process that sees an
+             AVX2 machine's CPUID (benchmarks/cpuid_avx2.c: the kernel's CPUID faulting, the AVX-512, VNNI, BF16 and
+             AMX bits cleared), so PyTorch, MKL, oneDNN, OpenVINO and ONNX Runtime's MLAS (which has no switch of its
+             own) each pick their AVX2 kernels themselves, and run them natively. The part records what each library
+             detected and how many CPUIDs were served inside the timed runs.
   overhead   the demo detector at 64 tokens on ONNX Runtime: npuport's Session.run (and router + Session.run, the
              serving path) vs the raw onnxruntime call on the same session, interleaved, medians.
 
     python benchmarks/p11_int8.py [--runs 10] [--parts decisions,overhead,speed,speed_base]
-    python benchmarks/p11_int8.py --parts speed_avx2cap      # approximates the AVX2 machine on an AVX-512 one
+    python benchmarks/p11_int8.py --parts speed_avx2cap      # the AVX2 machine's kernels on an AVX-512 one
 """
 
 import argparse
@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import RESULTS, meta, write_result
+from common import CPUID_AVX2, RESULTS, cpuid_avx2_env, cpuid_seen, meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, VerifyConfig, bench, port, verify
 from npuport.detector.demo import DemoBuildConfig, build_demo
@@ -150,7 +150,7 @@ def _label(art: Path) -> str:
     return _bench_label(read_manifest(art), art, set())
 
 
-def speed(tmp, runs: int, prog, preset: str, both=("onnxruntime", "openvino")) -> dict:
+def speed(tmp, runs: int, prog, preset: str, both=("onnxruntime", "openvino"), capped: bool = False) -> dict:
     src, shapes = ModelSource(preset=preset, random_init=True), ShapeSpec(buckets=(512,))
     art = f"{tmp}/speed"
     port(PortConfig(source=src, out=art, runtimes=both, shapes=shapes, capture_methods=(), bench_runs=1), prog)
@@ -174,7 +174,24 @@ def speed(tmp, runs: int, prog, preset: str, both=("onnxruntime", "openvino")) -
          prog)
     for d in (f"speedb{x}/{rt}-{p}" for rt in both for x, p in (("", "fp32"), ("8", "int8"))):
         shutil.move(f"{tmp}/{d}", f"{art}/{d.replace('/', '-')}")
-    return {"preset": preset, **bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)}
+    seen = cpuid_seen() if capped else None
+    out = {"preset": preset, **bench(BenchConfig(artifact_dir=art, vs=("eager",), runs=runs, warmup=2), prog)}
+    if capped:  # the evidence the cap took, and that the timed loop did not pay for trapped CPUIDs
+        after = cpuid_seen()
+        out["cpuid_seen"] = {**after, "cpuid_traps_in_bench": after["cpuid_traps"] - seen["cpuid_traps"]}
+        out["onnxruntime_profile"] = _ort_profiles(Path(art))
+    return out
+
+
+def _ort_profiles(art: Path) -> dict:
+    """Where ONNX Runtime's time goes in its fp32 and int8 graphs at 1 x 512 (its own profiler, share of kernel time
+    per op type): what int8 leaves in float bounds how far int8 can go on kernels without VNNI."""
+    from npuport.runtimes.onnxruntime import op_profile
+
+    ids = np.random.default_rng(0).integers(5, 1000, (1, 512), dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    return {d.name: op_profile(d / "model.onnx", feeds, threads=os.cpu_count() or 1)
+            for d in sorted(art.iterdir()) if "onnxruntime" in d.name and (d / "model.onnx").exists()}
 
 
 def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
@@ -214,10 +231,10 @@ def overhead(root, tmp, prog, calls: int = 400, rounds: int = 5) -> dict:
 
 PARTS = ("decisions", "overhead", "speed", "speed_base", "speed_avx2cap")
 SPEED_PRESETS = {"speed": "mmbert-small", "speed_base": "mmbert-base", "speed_avx2cap": "mmbert-small"}
-# the AVX2 cap (benchmarks/demo_run.py's, plus OpenVINO's own kernels where its build reads OV_CPU_MAX_ISA); it must
-# be in the environment before the libraries load, hence the child process
-AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-            "OV_CPU_MAX_ISA": "AVX2"}
+
+
+def _in_avx2_child() -> bool:
+    return any(p.endswith("cpuid_avx2.so") for p in os.environ.get("LD_PRELOAD", "").split())
 
 
 def main():
@@ -234,10 +251,18 @@ def main():
     if not parts or set(parts) - set(PARTS):
         ap.error(f"--parts: choose from {', '.join(PARTS)}")
     if "speed_avx2cap" in parts and parts != ["speed_avx2cap"]:
-        ap.error("--parts speed_avx2cap runs alone (it needs its own process, with the AVX2 cap set before the "
-                 "libraries load): python benchmarks/p11_int8.py --parts speed_avx2cap")
-    if parts == ["speed_avx2cap"] and any(os.environ.get(k) != v for k, v in AVX2_CAP.items()):
-        raise SystemExit(subprocess.call([sys.executable, *sys.argv], env={**os.environ, **AVX2_CAP}))
+        ap.error("--parts speed_avx2cap runs alone (it needs its own process, which sees the AVX2 CPUID from its "
+                 "start): python benchmarks/p11_int8.py --parts speed_avx2cap")
+    if parts == ["speed_avx2cap"] and not _in_avx2_child():
+        work = tempfile.mkdtemp(prefix="npuport-cpuid-")
+        try:
+            env = {**os.environ, **cpuid_avx2_env(work)}
+            raise SystemExit(subprocess.call([sys.executable, *sys.argv], env=env))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    if _in_avx2_child() and cpuid_seen()["torch"] != "AVX2":
+        raise SystemExit(f"the AVX2 CPUID did not take (PyTorch sees {cpuid_seen()['torch']}): see "
+                         "benchmarks/cpuid_avx2.c")
     prog = Progress()
     root = build_demo(DemoBuildConfig(), prog, show_bar=False) if {"decisions", "overhead"} & set(parts) else None
     previous = json.loads(RESULT.read_text()) if RESULT.exists() else {}
@@ -252,9 +277,9 @@ def main():
                     "overhead": lambda: overhead(root, tmp, prog),
                     "speed": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed"]),
                     "speed_base": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed_base"]),
-                    "speed_avx2cap": lambda: {"isa_cap": AVX2_CAP, "uncapped": ["onnxruntime (MLAS: no switch)"],
+                    "speed_avx2cap": lambda: {"isa_cap": CPUID_AVX2, "uncapped": [],
                                               **speed(tmp, args.runs, prog, SPEED_PRESETS["speed_avx2cap"],
-                                                      both=("openvino",))}}[part]()
+                                                      capped=True)}}[part]()
             res[part] = {"date": head["date"], "machine": head["machine"], "versions": head["versions"],
                          "seconds": round(time.perf_counter() - t0, 1), **body}
     finally:
