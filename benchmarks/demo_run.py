@@ -11,11 +11,10 @@ account (its largest single process, with what the parent held while its build r
     python benchmarks/demo_run.py [--runs 30] [--fresh] [--init me5-small]   # another init: results/demo_<init>.json
     python benchmarks/demo_run.py --fresh --cap-avx2   # results/demo_avx2cap.json
 
---cap-avx2 approximates the 2-core AVX2 machine the budget is set for on an AVX-512 one: PyTorch's kernels
-(ATEN_CPU_CAPABILITY), MKL (MKL_ENABLE_INSTRUCTIONS) and oneDNN (ONEDNN_MAX_CPU_ISA) are capped at AVX2, which covers
-the build (training in PyTorch, most of the demo's time) and eager. ONNX Runtime (MLAS), OpenVINO and IREE choose
-their own kernels and are not capped, so the port and benchmark stages keep AVX-512 there: a lower bound on the AVX2
-machine's time, not its measurement. Only the first (fresh) run is made.
+--cap-avx2 runs the demo as on the 2-core AVX2 machine the budget is set for, on an AVX-512 one: the demo and every
+process it starts see an AVX2 machine's CPUID (benchmarks/cpuid_avx2.c through LD_PRELOAD: the AVX-512, VNNI, BF16
+and AMX bits cleared), so PyTorch, MKL, oneDNN, ONNX Runtime's MLAS, OpenVINO and IREE's host target each pick their
+AVX2 kernels themselves. Same cores and caches otherwise. Only the first (fresh) run is made.
 """
 
 import argparse
@@ -29,9 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import meta, write_result
-
-AVX2_CAP = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+from common import CPUID_AVX2, cpuid_avx2_env, meta, write_result
 
 
 def _tree_memory_mb(pid: int) -> tuple[float, float, list]:
@@ -56,6 +53,8 @@ def _tree_memory_mb(pid: int) -> tuple[float, float, list]:
                     pss, rss = (pss + kb, rss) if line.startswith("Pss:") else (pss, rss + kb)
                     mine += kb if line.startswith("Pss:") else 0
             name = Path(f"/proc/{p}/comm").read_text().strip()
+            if name.startswith("python"):  # which python: the command line says (a stage, a compile worker, a tool)
+                name = Path(f"/proc/{p}/cmdline").read_text().replace("\0", " ").strip()[:160] or name
             procs.append((p, name, round(mine / 1024.0, 1)))
             for task in Path(f"/proc/{p}/task").iterdir():
                 stack += [int(c) for c in (task / "children").read_text().split()]
@@ -98,16 +97,16 @@ def main():
     ap.add_argument("--runs", type=int, default=30)
     ap.add_argument("--fresh", action="store_true", help="an empty cache: unpack, build and run as a new user would")
     ap.add_argument("--init", default=None, help="the demo detector's init (default: the demo's default)")
-    ap.add_argument("--cap-avx2", action="store_true", help="cap PyTorch, MKL and oneDNN at AVX2 (implies --fresh; "
-                    "one run)")
+    ap.add_argument("--cap-avx2", action="store_true", help="every library sees an AVX2 CPUID (implies --fresh; one run; "
+                    "needs gcc and CPUID faulting)")
     args = ap.parse_args()
     args.fresh = args.fresh or args.cap_avx2
     from npuport.detector.demo import DEFAULT_INIT, demo_model_dir
 
     init = args.init or DEFAULT_INIT
     cache = tempfile.mkdtemp(prefix="npuport-cache-") if args.fresh else None
-    env = {**os.environ, **({"NPUPORT_CACHE": cache} if cache else {}), **(AVX2_CAP if args.cap_avx2 else {})}
     out = tempfile.mkdtemp(prefix="npuport-demo-")
+    env = {**os.environ, **({"NPUPORT_CACHE": cache} if cache else {}), **(cpuid_avx2_env(out) if args.cap_avx2 else {})}
     try:
         first = run_cli(out + "/first", env, args.runs, init)
         second = first if args.cap_avx2 else run_cli(out + "/demo", env, args.runs, init)
@@ -123,7 +122,7 @@ def main():
     name = "demo" if init == DEFAULT_INIT else f"demo_{init}"
     write_result(name + ("_avx2cap" if args.cap_avx2 else ""), {
         **meta("demo_run.py"), "command": "npuport demo -o DIR", "empty_cache": bool(cache),
-        "isa_cap": AVX2_CAP if args.cap_avx2 else None,
+        "isa_cap": CPUID_AVX2 if args.cap_avx2 else None,
         "first_run_seconds": first["seconds"], "cached_run_seconds": None if args.cap_avx2 else second["seconds"],
         "first_run_pass": first["report"]["pass"], "build": build,
         "first_run_peak_rss_mb": first["report"].get("peak_rss_mb"), "first_run_tree_peak_pss_mb": first["tree_peak_pss_mb"],

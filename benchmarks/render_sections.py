@@ -55,6 +55,14 @@ def e(x: float) -> str:
     return "0 (exact)" if x == 0 else f"{x:.1e}"
 
 
+def _cpuid_seen(seen: dict | None) -> str:
+    """What the libraries detected in the capped run (benchmarks/common.py cpuid_seen), as evidence the cap took."""
+    if not seen:
+        return ""
+    return (f"; detected there: PyTorch {seen['torch']}, numpy {'/'.join(seen['numpy'])}, OpenVINO "
+            f"{'/'.join(seen['openvino'])}; CPUIDs trapped inside the timed runs: {seen['cpuid_traps_in_bench']}")
+
+
 def machine_line(r: dict) -> str:
     m, v = r["machine"], r["versions"]
     iree = f", iree {v['iree-base-compiler']}" if v.get("iree-base-compiler") else ""
@@ -92,14 +100,28 @@ def tree_memory(r: dict) -> str:
     return f"{r['first_run_tree_peak_rss_mb']:.0f} MB resident summed"
 
 
+def _stage_seconds(r: dict) -> str:
+    """The demo's stages, timed by the demo itself (report stage_seconds; older results: the build alone)."""
+    st = r["report"].get("stage_seconds")
+    if not st:
+        return f"build {r['build']['seconds']:.0f} s"
+    return ", ".join(f"{k} {v:.0f} s" for k, v in st.items())
+
+
 def demo_capped_section(r: dict, link: str) -> list[str]:
-    """`npuport demo` on an empty cache with PyTorch, MKL and oneDNN capped at AVX2 (demo_run.py --cap-avx2)."""
+    """`npuport demo` on an empty cache as on the AVX2 machine (demo_run.py --cap-avx2)."""
     cap = ", ".join(f"`{k}={v}`" for k, v in r["isa_cap"].items())
+    if "CPUID" in r["isa_cap"]:
+        how = (f"{cap}: every library in the demo and its subprocesses picks its AVX2 kernels itself (PyTorch, MKL, "
+               f"oneDNN, ONNX Runtime, OpenVINO, IREE's host target), so this is the AVX2 machine's work on this "
+               f"machine's cores")
+    else:  # the earlier environment caps
+        how = (f"{cap}, so the build (PyTorch training, most of the demo's time) and eager run AVX2 kernels; ONNX "
+               f"Runtime, OpenVINO and IREE keep their own choice (AVX-512 here), so this bounds the AVX2 machine's "
+               f"time from below")
     return [f"**`npuport demo`, kernels capped at AVX2** ([script]({link}/demo_run.py), [JSON]({link}/results/"
-            f"{r['_file']})): {cap}, so the build (PyTorch training, most of the demo's time) and eager run AVX2 "
-            f"kernels; ONNX Runtime, OpenVINO and IREE keep their own choice (AVX-512 here), so this bounds the AVX2 "
-            f"machine's time from below. First run with an empty cache {r['first_run_seconds']:.0f} s (build "
-            f"{r['build']['seconds']:.0f} s), peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
+            f"{r['_file']})): {how}. First run with an empty cache {r['first_run_seconds']:.0f} s "
+            f"({_stage_seconds(r)}), peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
             f"{tree_memory(r)}), F1 test {r['report']['detector']['f1']:.3f}. "
             f"{machine_line(r)}."]
 
@@ -108,7 +130,9 @@ def demo_section(r: dict, link: str) -> list[str]:
     rep, b = r["report"], r["build"]
     d = rep["detector"]
     tr = b["data"]["splits"]
-    first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark)"
+    first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark"
+             + (f"; {_stage_seconds(r)}" if r["report"].get("stage_seconds") and r.get("cached_run_seconds") is None
+                else "") + ")"
              + (f", peak RSS {r['first_run_peak_rss_mb']:.0f} MB, disk {r['first_run_disk_mb']:.0f} MB"
                 if r.get("first_run_peak_rss_mb") else "")
              + (f" (its whole process tree, stage and compiler subprocesses summed, sampled: peak "
@@ -728,8 +752,9 @@ def p11_section(r: dict, link: str) -> list[str]:
         eager, model = sp["results"]["eager"]["p50_ms"], _preset_name(sp)
         cap = sp.get("isa_cap")
         capped = (f"; capped at AVX2 on this machine, the kernels an AVX2 machine runs: "
-                  f"{', '.join(f'`{k}={v}`' for k, v in cap.items())}; not capped, so not run: "
-                  f"{', '.join(sp.get('uncapped', []))}") if cap else ""
+                  f"{', '.join(f'`{k}={v}`' for k, v in cap.items())}"
+                  + (f"; not capped, so not run: {', '.join(sp['uncapped'])}" if sp.get("uncapped") else "")
+                  + _cpuid_seen(sp.get("cpuid_seen"))) if cap else ""
         title = "int8 speed on AVX2 kernels (P11, P13)" if cap else "int8 speed (P11)"
         out += ["", f"**{title}** — {model} 1 × 512 (random init, calibrated on random probes: speed only{capped}; "
                 f"every MatMul int8, or every one but the groups named after -keep- in float, and those after "
