@@ -144,3 +144,21 @@ def test_probes_of_a_lossy_precision_keep_the_logit_gate_when_data_judges_scores
     assert loose["pass"] and loose["scores_judged_on"] == "data"
     assert not judge({**fig, "max_abs_logit_diff": tol.logit * 1.01}, "onnxruntime", "int8", scores=False)["pass"]
     assert not judge({**fig, "nan": True}, "onnxruntime", "int8", scores=False)["pass"]
+
+
+def test_eager_reference_batches_equal_lengths_and_keeps_row_order(tiny_model_dir):
+    """The eager reference runs rows of one length together (no padding): each row's logits are the ones it gets
+    alone, in the caller's order, whatever the grouping (batches split at `batch` and at every length change)."""
+    model = load_detector(tiny_model_dir)
+    g = np.random.default_rng(1)
+    lengths = [7, 12, 7, 30, 12, 7, 7, 30, 5]
+    rows = [np.concatenate([[2], g.integers(10, model.config.vocab_size, n - 2), [3]]) for n in lengths]
+    alone = []
+    with torch.no_grad():
+        for r in rows:
+            ids = torch.from_numpy(r)[None]
+            alone.append(model(ids, torch.ones_like(ids)).float().numpy()[0])
+    for batch in (1, 2, 32):
+        got = eager_logits(model, rows, batch=batch)
+        assert got.shape == (len(rows), len(alone[0]))
+        np.testing.assert_allclose(got, np.stack(alone), rtol=0, atol=1e-5)

@@ -9,10 +9,24 @@ from npuport.static.capture import capture, make_probes
 
 
 @pytest.fixture(scope="module")
-def proof(tmp_path_factory):
+def captured_and_proof(tmp_path_factory):
     model = build_preset("tiny-modernbert")
     c = capture(model, ShapeSpec(batch_sizes=(1, 2), buckets=(24, 48)), tmp_path_factory.mktemp("cap"))
-    return prove(c, ["trace", "export", "onnx"])
+    return c, prove(c, ["trace", "export", "onnx"])
+
+
+@pytest.fixture(scope="module")
+def proof(captured_and_proof):
+    return captured_and_proof[1]
+
+
+def test_export_proof_is_of_the_program_inductor_compiles(captured_and_proof):
+    """Several shapes: the export proof runs the one program with symbolic batch/seq dims (the one the inductor
+    backend compiles, kept for it) at every shape, instead of exporting a static program per shape."""
+    c, proof = captured_and_proof
+    assert list(c._exported) == [("fp32", True)]
+    assert c.exported("fp32") is c._exported[("fp32", True)]
+    assert proof["export"]["exact"] and len(proof["export"]["per_shape"]) == 4
 
 
 def test_trace_and_export_exact(proof):

@@ -102,12 +102,13 @@ def _build_target(cfg: DemoBuildConfig, show_bar: bool, say: Progress) -> str:
 
 
 def _eval_target(model_dir: Path, test: Path, family: Path, plots: Path, say: Progress) -> tuple[dict, dict]:
-    from .evaluate import EvalConfig, evaluate
+    from .evaluate import EvalConfig, evaluate, load_model_and_tokenizer
 
     say("evaluating the detector on the test split (unseen personas)")
-    metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(plots)))
+    loaded = load_model_and_tokenizer(str(model_dir))  # once for both splits
+    metrics = evaluate(EvalConfig(model_dir=str(model_dir), data=str(test), plots_dir=str(plots)), loaded)
     say("evaluating on the held-out template family (phrasings no training row used)")
-    return metrics, evaluate(EvalConfig(model_dir=str(model_dir), data=str(family)))
+    return metrics, evaluate(EvalConfig(model_dir=str(model_dir), data=str(family)), loaded)
 
 
 def _port_target(model_dir: Path, test: Path, artifacts: Path, runtimes, buckets, say: Progress) -> dict:

@@ -23,11 +23,11 @@ class EvalConfig:
     max_len: int | None = None
 
 
-def evaluate(cfg: EvalConfig) -> dict:
+def evaluate(cfg: EvalConfig, loaded: tuple | None = None) -> dict:
+    """loaded: (model, tokenizer) already loaded from cfg.model_dir, for a caller scoring several data files."""
     from .train import predict_probs
 
-    model = load_detector(cfg.model_dir)
-    tok = load_tokenizer(cfg.model_dir)
+    model, tok = loaded or load_model_and_tokenizer(cfg.model_dir)
     if tok is None:
         raise ConfigError(f"{cfg.model_dir} has no tokenizer files; evaluation needs the tokenizer the model was trained with")
     examples = load_examples(cfg.data, require_label=True)
@@ -46,6 +46,10 @@ def evaluate(cfg: EvalConfig) -> dict:
 
         write_json_atomic(Path(cfg.json_out), m)
     return m
+
+
+def load_model_and_tokenizer(model_dir: str) -> tuple:
+    return load_detector(model_dir), load_tokenizer(model_dir)
 
 
 def plot_eval(labels, probs, out: Path, m: dict) -> dict:
