@@ -27,6 +27,27 @@ def install() -> None:
         signal.signal(signal.SIGINT, _handler)
 
 
+def die_with_parent(parent_pid: int | None = None) -> None:
+    """Linux: SIGTERM this process when its parent dies, whatever killed the parent (SIGKILL included), so no
+    child of npuport runs on orphaned. With `parent_pid`: a parent that died before this call was made is caught
+    too (the process was already reparented), and the same SIGTERM is sent at once."""
+    import ctypes
+    import os
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: no such call
+        return
+    if parent_pid is not None and os.getppid() != parent_pid:
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def terminate_interrupts() -> None:
+    """SIGTERM handled as Ctrl-C (recorded, KeyboardInterrupt): staged outputs are removed on the way out."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _handler)
+
+
 def interrupted() -> bool:
     return _interrupted.is_set()
 

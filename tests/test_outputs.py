@@ -109,6 +109,44 @@ def test_ctrl_c_during_port_leaves_nothing(tmp_path):
                  "-o", str(out), "--bench-runs", "1"]) == 0
 
 
+def test_a_killed_demo_takes_its_build_process_with_it(tmp_path):
+    """`npuport demo` SIGKILLed while its build runs in a child process: the child stops too (it trained on for
+    minutes, orphaned, beside whatever ran next) and removes its staging directory from npuport's cache."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "NPUPORT_CACHE": str(cache)}
+    cmd = [sys.executable, "-m", "npuport.cli", "demo", "--init", "scratch", "-o", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, staged = time.time() + 120, []
+        while time.time() < deadline and not staged:
+            staged = list(cache.glob(".demo-detector-*.npuport-staging-*")) if cache.is_dir() else []
+            time.sleep(0.05)
+        assert staged, "the demo's build never started"
+        child = int(staged[0].name.rsplit("-", 1)[1])  # the staging directory is named after the build process
+        assert child != proc.pid
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        deadline = time.time() + 90
+        while time.time() < deadline and Path(f"/proc/{child}").exists() and \
+                Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] != "Z":
+            time.sleep(0.1)
+        alive = Path(f"/proc/{child}").exists() and Path(f"/proc/{child}/stat").read_text().split(")")[-1].split()[0] != "Z"
+        if alive:
+            os.kill(child, signal.SIGKILL)
+        assert not alive, "the build process outlived the demo"
+        assert not list(cache.glob(".demo-detector-*.npuport-staging-*")), "the build left its staging directory"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_disk_full_is_one_line_and_leaves_nothing(tmp_path):
     """P8 #6: a port that runs out of disk says so in one line (exit 2) and removes its staging directory."""
     import subprocess

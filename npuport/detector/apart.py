@@ -55,9 +55,19 @@ def run_apart(target: Callable, args: tuple, progress: Progress, name: str) -> t
 
 
 def _child(target: Callable, args: tuple, messages) -> None:
+    import multiprocessing as mp
+
+    from ..interrupt import die_with_parent, raise_if_interrupted, terminate_interrupts
     from ..machine import bound_heap, peak_rss_mb
 
+    # The stage ends with the demo, however the demo ended: a killed `npuport demo` left its build training on for
+    # minutes, beside whatever ran next. SIGTERM (the parent's death, or anyone's) is handled as Ctrl-C here, so the
+    # stage's staging directory is removed on the way out.
+    terminate_interrupts()
+    die_with_parent(mp.parent_process().pid)
+
     def say(message: str) -> None:
+        raise_if_interrupted()  # a SIGTERM swallowed by some __del__ still stops the stage here
         messages.put(("say", message))
 
     bound_heap()

@@ -25,7 +25,6 @@ the donor's (torchft's documented behaviour). Each replica logs only committed s
 
 from __future__ import annotations
 
-import ctypes
 import datetime
 import json
 import math
@@ -38,6 +37,7 @@ from pathlib import Path
 import torch
 
 from ..fsio import save_with, write_json_atomic
+from ..interrupt import die_with_parent
 from ..models.lm import LMConfig
 from .core import MetricsLog, load_params
 from .data import Batches, CharVocab
@@ -65,14 +65,6 @@ def loopback_store():
     store = torch.distributed.TCPStore(HOST, sock.getsockname()[1], is_master=True, wait_for_workers=False,
                                        master_listen_fd=sock.fileno(), use_libuv=True)
     return store, sock
-
-
-def _die_with_parent() -> None:
-    """Linux: SIGTERM this worker when the launcher dies, whatever killed it (no orphaned fleet)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _loopback_manager_server() -> None:
@@ -436,7 +428,7 @@ class Replica:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    _die_with_parent()
+    die_with_parent()  # no orphaned fleet: SIGTERM when the launcher dies, whatever killed it
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo on loopback, not the hostname's address
     torch.set_num_threads(1)
     if os.environ.get("NPUPORT_FT_DEBUG") == "1":  # torchft's own narration of quorums, heals and commits
