@@ -187,6 +187,7 @@ def main():
         "first_run_tree_peak_processes": first["tree_peak_processes"],
         # samples taken, and how many of them read Pss (see TreeMemory: the others could not set a new peak)
         "first_run_tree_samples": [first["tree_samples"], first["tree_pss_reads"]],
+        "first_run_stage_seconds": first["report"].get("stage_seconds"),  # `report` is the cached run's
         "cached_run_tree_peak_processes": None if args.cap_avx2 else second["tree_peak_processes"], "first_run_disk_mb": first["report"].get("disk_mb"),
         "report": report})
 

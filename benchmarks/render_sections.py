@@ -102,7 +102,7 @@ def tree_memory(r: dict) -> str:
 
 def _stage_seconds(r: dict) -> str:
     """The demo's stages, timed by the demo itself (report stage_seconds; older results: the build alone)."""
-    st = r["report"].get("stage_seconds")
+    st = r.get("first_run_stage_seconds") or r["report"].get("stage_seconds")
     if not st:
         return f"build {r['build']['seconds']:.0f} s"
     return ", ".join(f"{k} {v:.0f} s" for k, v in st.items())
@@ -131,8 +131,8 @@ def demo_section(r: dict, link: str) -> list[str]:
     d = rep["detector"]
     tr = b["data"]["splits"]
     first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark"
-             + (f"; {_stage_seconds(r)}" if r["report"].get("stage_seconds") and r.get("cached_run_seconds") is None
-                else "") + ")"
+             + (f"; {_stage_seconds(r)}" if r.get("first_run_stage_seconds") or (
+                 r["report"].get("stage_seconds") and r.get("cached_run_seconds") is None) else "") + ")"
              + (f", peak RSS {r['first_run_peak_rss_mb']:.0f} MB, disk {r['first_run_disk_mb']:.0f} MB"
                 if r.get("first_run_peak_rss_mb") else "")
              + (f" (its whole process tree, stage and compiler subprocesses summed, sampled: peak "
