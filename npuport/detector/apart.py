@@ -45,8 +45,11 @@ def run_apart(target: Callable, args: tuple, progress: Progress, name: str) -> t
         if child.is_alive():  # interrupted here: the child got the same Ctrl-C; give it time to clean its staging
             child.join(timeout=30)
             if child.is_alive():
-                child.terminate()
-                child.join()
+                child.terminate()  # taken as Ctrl-C there: a stage inside a long C call may not act on it at once
+                child.join(timeout=10)
+                if child.is_alive():
+                    child.kill()
+                    child.join()
     kind, payload = result
     if kind == "error":
         raise payload
