@@ -84,20 +84,18 @@ def eager_logits(model: Detector, rows: list[np.ndarray], batch: int = 32) -> np
     Rows of the same length run together (up to `batch` per call, still no padding): one row per call left the
     GEMMs too small to use the cores (the demo's 660 test rows: 27 s one by one, measured in the port stage). A row's
     logits do not depend on its batch neighbours beyond float summation order (~1e-7)."""
+    from itertools import groupby
+
     arrays = [np.asarray(r, dtype=np.int64) for r in rows]
-    order = sorted(range(len(arrays)), key=lambda i: len(arrays[i]))
     out: list = [None] * len(arrays)
     with torch.no_grad():
-        s = 0
-        while s < len(order):
-            n = len(arrays[order[s]])
-            e = s
-            while e < len(order) and e - s < batch and len(arrays[order[e]]) == n:
-                e += 1
-            ids = torch.from_numpy(np.stack([arrays[i] for i in order[s:e]]))
-            for i, logits in zip(order[s:e], model(ids, torch.ones_like(ids)).float().numpy()):
-                out[i] = logits
-            s = e
+        for _, same in groupby(sorted(range(len(arrays)), key=lambda i: len(arrays[i])), key=lambda i: len(arrays[i])):
+            same = list(same)
+            for s in range(0, len(same), batch):
+                idx = same[s : s + batch]
+                ids = torch.from_numpy(np.stack([arrays[i] for i in idx]))
+                for i, logits in zip(idx, model(ids, torch.ones_like(ids)).float().numpy()):
+                    out[i] = logits
     return np.stack(out)
 
 
