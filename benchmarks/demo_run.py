@@ -2,7 +2,8 @@
 bucket (interleaved with eager PyTorch) and bucketed vs padded throughput on the test length mix.
 
 The command runs as a user runs it (`npuport demo -o DIR`, its own process), twice: --fresh first with an empty
-npuport cache (pretrained weights unpacked, demo detector built, then the demo), then with the build cached. While
+npuport cache and an empty PyTorch Inductor cache (pretrained weights unpacked, demo detector built, every kernel
+compiled, then the demo), then with the build cached. While
 each runs, the memory of its whole process tree (the demo, its stage processes, compiler subprocesses) is sampled
 (TreeMemory: the resident sum every 0.2 s, the proportional one at most once a second and only when it could set a
 new peak, so the sampler does not slow what it measures): `tree_peak_pss_mb` is the largest proportional sum seen
@@ -161,7 +162,10 @@ def main():
     init = args.init or DEFAULT_INIT
     cache = tempfile.mkdtemp(prefix="npuport-cache-") if args.fresh else None
     out = tempfile.mkdtemp(prefix="npuport-demo-")
-    env = {**os.environ, **({"NPUPORT_CACHE": cache} if cache else {}), **(cpuid_avx2_env(out) if args.cap_avx2 else {})}
+    # --fresh: PyTorch Inductor's compile cache starts empty too (by default it lives in /tmp across runs, and an
+    # earlier run's kernels made the first run's inductor compile about 15 s shorter than a new user's: measured)
+    fresh = {"NPUPORT_CACHE": cache, "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "torchinductor")} if cache else {}
+    env = {**os.environ, **fresh, **(cpuid_avx2_env(out) if args.cap_avx2 else {})}
     try:
         first = run_cli(out + "/first", env, args.runs, init)
         second = first if args.cap_avx2 else run_cli(out + "/demo", env, args.runs, init)
@@ -177,6 +181,7 @@ def main():
     name = "demo" if init == DEFAULT_INIT else f"demo_{init}"
     write_result(name + ("_avx2cap" if args.cap_avx2 else ""), {
         **meta("demo_run.py"), "command": "npuport demo -o DIR", "empty_cache": bool(cache),
+        "empty_compiler_cache": bool(cache),  # TORCHINDUCTOR_CACHE_DIR empty as well (results before 12-07: not)
         "isa_cap": CPUID_AVX2 if args.cap_avx2 else None,
         "first_run_seconds": first["seconds"], "cached_run_seconds": None if args.cap_avx2 else second["seconds"],
         "first_run_pass": first["report"]["pass"], "build": build,

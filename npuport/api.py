@@ -24,7 +24,7 @@ from .runtimes import REFERENCE, get_runtime, runtime_names
 from .spec import QuantOptions, ShapeSpec
 from .ui import ProgressFn as Progress
 from .ui import silent
-from .verifying import data_parity, eager_logits, judge_by, probe_parity
+from .verifying import EagerReference, data_parity, eager_logits, judge_by, probe_parity
 
 # -- doctor ----------------------------------------------------------------------------------------------------
 
@@ -52,8 +52,11 @@ def doctor() -> dict:
 # -- port ------------------------------------------------------------------------------------------------------
 
 
-def port(cfg: PortConfig, progress: Progress = silent) -> dict:
-    """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report."""
+def port(cfg: PortConfig, progress: Progress = silent, *, eval_reference: EagerReference | None = None) -> dict:
+    """load -> adapt -> capture + prove -> (compile one -> check one) per runtime -> report.
+
+    eval_reference: eager logits on the --eval-data rows the caller computed already (`EagerReference.of`); port
+    uses them only when its model's weights and its rows hash the same, else it computes its own."""
     t_start = time.perf_counter()
     inputs = porting.load_inputs(cfg, progress)
     cfg = inputs.cfg  # --buckets auto: the planned shapes from here on
@@ -61,11 +64,13 @@ def port(cfg: PortConfig, progress: Progress = silent) -> dict:
     # at the end (an error or Ctrl-C leaves -o as it was and removes the half-built staging directory).
     with staged_output(cfg.out, overwrite=cfg.overwrite, what="port") as stage:
         captured, proof = porting.capture_and_prove(inputs, cfg, stage / ".capture", progress)
-        ref = porting.reference(inputs, cfg)
+        ref = porting.reference(inputs, cfg, eval_reference)
         report = {"npuport_version": __version__, "source": inputs.source, "adapter": captured.adapter.__dict__,
                   "head": inputs.model.spec.to_json(), "shapes": cfg.shapes.to_json(),
                   "precision": cfg.precision or "each runtime's default", "capture": proof, "backends": {},
                   "machine": machine()}
+        if ref.eval_ref_from:
+            report["eval_reference"] = ref.eval_ref_from
         if inputs.bucket_plan:
             report["bucket_plan"] = inputs.bucket_plan
         for name in cfg.runtimes:

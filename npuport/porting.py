@@ -35,7 +35,7 @@ from .static.adapters import check_attention
 from .static.capture import capture, make_probes
 from .task import Task
 from .ui import ProgressFn as Progress
-from .verifying import data_parity, eager_logits, judge_by, probe_parity
+from .verifying import EagerReference, data_parity, eager_logits, judge_by, probe_parity
 
 PROOF_FILE = "proof_inputs.safetensors"
 
@@ -106,6 +106,7 @@ class _Reference:
     refs: dict
     eval_ref: np.ndarray | None
     task: Task
+    eval_ref_from: str | None = None  # "computed", or "given": an EagerReference of the same weights and rows
 
 
 def port_one(name: str, captured, inputs: _Inputs, proof: dict, ref: _Reference, stage: Path, cfg: PortConfig,
@@ -360,12 +361,20 @@ def capture_and_prove(inputs: _Inputs, cfg: PortConfig, work: Path, progress: Pr
     return captured, proof
 
 
-def reference(inputs: _Inputs, cfg: PortConfig) -> _Reference:
+def reference(inputs: _Inputs, cfg: PortConfig, known: EagerReference | None = None) -> _Reference:
+    """known: the eval rows' eager logits a caller computed already (api.port); used only when they are of this
+    model's exact weights and these exact rows."""
     model = inputs.model
     probes = {s: make_probes(model, *s) for s in cfg.shapes.shapes()}
     refs = {s: [reference_logits(model, *p) for p in probes[s]] for s in cfg.shapes.shapes()}
-    eval_ref = eager_logits(model, inputs.eval_rows) if inputs.eval_rows is not None else None
-    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, task=Task.from_spec(model.spec.to_json()))
+    eval_ref, made = None, None
+    if inputs.eval_rows is not None:
+        if known is not None and known.matches(inputs.source["sha256"], inputs.eval_rows):
+            eval_ref, made = known.logits, "given"
+        else:
+            eval_ref, made = eager_logits(model, inputs.eval_rows), "computed"
+    return _Reference(probes=probes, refs=refs, eval_ref=eval_ref, task=Task.from_spec(model.spec.to_json()),
+                      eval_ref_from=made)
 
 
 def _compile_one(name: str, spec: CompileSpec, captured, inputs: _Inputs, proof: dict, ref: _Reference, art: Path,

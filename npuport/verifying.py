@@ -99,6 +99,40 @@ def eager_logits(model: Detector, rows: list[np.ndarray], batch: int = 32) -> np
     return np.stack(out)
 
 
+def rows_sha256(rows: list[np.ndarray]) -> str:
+    """sha256 over the token rows, in order (each row's length and int64 ids): identical rows <=> identical hash."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for r in rows:
+        a = np.ascontiguousarray(r, dtype=np.int64)
+        h.update(len(a).to_bytes(8, "little"))
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class EagerReference:
+    """`eager_logits` of one model on one list of rows, with what identifies both: a caller that already ran the
+    model on the --eval-data rows (the demo's evaluation) hands this to `port`, which takes the logits only when its
+    own model's state fingerprint and its own rows hash the same - the same weights, the same rows, the same
+    function - and otherwise computes them itself."""
+
+    source_sha256: str  # models.detector.state_fingerprint of the model that computed them
+    rows_sha256: str
+    logits: np.ndarray
+
+    @classmethod
+    def of(cls, model: Detector, rows: list[np.ndarray]) -> EagerReference:
+        from .models.detector import state_fingerprint
+
+        return cls(state_fingerprint(model), rows_sha256(rows), eager_logits(model, rows))
+
+    def matches(self, source_sha256: str, rows: list[np.ndarray]) -> bool:
+        return (self.source_sha256 == source_sha256 and len(self.logits) == len(rows)
+                and self.rows_sha256 == rows_sha256(rows))
+
+
 CHANGED_ROWS_SHOWN = 20  # the first rows (0-based, in the data's order) whose decision changed
 
 

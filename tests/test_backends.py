@@ -51,6 +51,38 @@ def _skip_unavailable(name):
         pytest.skip(f"{name}: {reason}")
 
 
+def test_port_takes_a_given_eager_reference_only_for_its_own_weights_and_rows(tiny_model_dir, eval_jsonl, tmp_path):
+    """The demo hands its evaluation's eager logits on the test split to the port (api.port eval_reference). The
+    port takes them only when they are of its model's weights and of its own rows: logits tampered with but keyed
+    right show up as failed parity (so they were read, not recomputed); a reference of other rows or of other
+    weights is ignored and the port computes its own."""
+    import dataclasses
+
+    from npuport.detector.data import encode, load_examples
+    from npuport.models.detector import load_tokenizer
+    from npuport.verifying import EagerReference
+
+    shapes = ShapeSpec(batch_sizes=(1,), buckets=(16, 40))
+    model = load_detector(tiny_model_dir)
+    rows = encode(load_tokenizer(tiny_model_dir), load_examples(eval_jsonl), shapes.buckets[-1])
+    good = EagerReference.of(model, rows)
+    np.testing.assert_array_equal(good.logits, eager_logits(model, rows))
+
+    def run(ref, name):
+        return port(PortConfig(source=ModelSource(model_dir=str(tiny_model_dir)), out=str(tmp_path / name),
+                               runtimes=("onnxruntime",), shapes=shapes, eval_data=str(eval_jsonl),
+                               capture_methods=("trace",), bench_runs=1), eval_reference=ref)
+
+    tampered = run(dataclasses.replace(good, logits=good.logits + np.array([5.0, -5.0], dtype=np.float32)), "tampered")
+    assert tampered["eval_reference"] == "given"
+    assert not tampered["backends"]["onnxruntime"]["fp32"]["pass"]
+    for name, ref in {"other-rows": EagerReference.of(model, rows[:-1]),
+                      "other-weights": dataclasses.replace(good, source_sha256="0" * 64), "none": None}.items():
+        report = run(ref, name)
+        assert report["eval_reference"] == "computed", name
+        assert report["backends"]["onnxruntime"]["fp32"]["pass"], name
+
+
 @pytest.mark.parametrize("name", PARITY_TESTED)
 def test_port_parity(ported, name):
     _skip_unavailable(name)

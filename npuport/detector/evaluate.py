@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..models.detector import load_detector, load_tokenizer
+from ..verifying import EagerReference
 from .data import encode, load_examples
 from .metrics import calibration, classification_metrics, roc_curve
 
@@ -27,12 +28,31 @@ def evaluate(cfg: EvalConfig, loaded: tuple | None = None) -> dict:
     """loaded: (model, tokenizer) already loaded from cfg.model_dir, for a caller scoring several data files."""
     from .train import predict_probs
 
+    model, tok, examples, rows = _rows(cfg, loaded)
+    return _metrics(cfg, model, examples, predict_probs(model, rows, tok.pad_token_id))
+
+
+def evaluate_with_reference(cfg: EvalConfig, loaded: tuple | None = None) -> tuple[dict, EagerReference]:
+    """evaluate, scored by the port's own eager reference (`verifying.eager_logits`: every row unpadded): the
+    metrics and the reference, which `port` then takes for the same rows instead of running the model again
+    (the demo evaluates and ports its test split in one process)."""
+    import torch
+
+    model, _, examples, rows = _rows(cfg, loaded)
+    ref = EagerReference.of(model, rows)
+    probs = torch.softmax(torch.from_numpy(ref.logits).float(), dim=-1)[:, 1].numpy().astype(np.float64)  # as predict_probs
+    return _metrics(cfg, model, examples, probs), ref
+
+
+def _rows(cfg: EvalConfig, loaded: tuple | None):
     model, tok = loaded or load_model_and_tokenizer(cfg.model_dir)
     if tok is None:
         raise ConfigError(f"{cfg.model_dir} has no tokenizer files; evaluation needs the tokenizer the model was trained with")
     examples = load_examples(cfg.data, require_label=True)
-    rows = encode(tok, examples, cfg.max_len or model.spec.max_length)
-    probs = predict_probs(model, rows, tok.pad_token_id)
+    return model, tok, examples, encode(tok, examples, cfg.max_len or model.spec.max_length)
+
+
+def _metrics(cfg: EvalConfig, model, examples, probs: np.ndarray) -> dict:
     labels = np.array([e.label for e in examples])
     thr = cfg.threshold if cfg.threshold is not None else model.spec.threshold
     m = classification_metrics(labels, probs, thr)
