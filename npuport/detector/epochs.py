@@ -75,7 +75,9 @@ class FrozenPrefix:
 
         return padding_masks(mask)[0]
 
-    def build(self, rows: list[np.ndarray], pad_id: int, batch: int = 64) -> None:
+    # 32 rows a call, as the trainer's batches: 11 % faster than 64 over the me5-small demo's training rows (their
+    # activations stay in cache; 128 and 256 were slower still, 16 no faster; measured 2026-12-07)
+    def build(self, rows: list[np.ndarray], pad_id: int, batch: int = 32) -> None:
         bb = self.model.backbone
         lengths = np.array([len(r) for r in rows], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(lengths)])

@@ -31,8 +31,9 @@ from .epochs import EagerEpochs, _batches, _noise, freeze_below, length_grouped
 from .metrics import best_threshold, classification_metrics
 
 
-def predict_probs(model: Detector, rows: list[np.ndarray], pad_id: int, batch: int = 64) -> np.ndarray:
-    """P(deviation) per row; rows sorted by length so little padding is computed."""
+def predict_probs(model: Detector, rows: list[np.ndarray], pad_id: int, batch: int = 32) -> np.ndarray:
+    """P(deviation) per row; rows sorted by length so little padding is computed. 32 rows a call: faster than 64
+    on the demo's rows (see FrozenPrefix.build)."""
     model.eval()
     order = np.argsort([len(r) for r in rows], kind="stable")
     out = np.zeros(len(rows), dtype=np.float64)
