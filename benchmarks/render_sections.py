@@ -100,6 +100,11 @@ def tree_memory(r: dict) -> str:
     return f"{r['first_run_tree_peak_rss_mb']:.0f} MB resident summed"
 
 
+def _empty(r: dict) -> str:
+    """What the first run started without (demo_run.py --fresh; Inductor's compile cache only since 2026-12-07)."""
+    return "empty caches (npuport's and PyTorch Inductor's)" if r.get("empty_compiler_cache") else "an empty cache"
+
+
 def _stage_seconds(r: dict) -> str:
     """The demo's stages, timed by the demo itself (report stage_seconds; older results: the build alone)."""
     st = r.get("first_run_stage_seconds") or r["report"].get("stage_seconds")
@@ -120,7 +125,7 @@ def demo_capped_section(r: dict, link: str) -> list[str]:
                f"Runtime, OpenVINO and IREE keep their own choice (AVX-512 here), so this bounds the AVX2 machine's "
                f"time from below")
     return [f"**`npuport demo`, kernels capped at AVX2** ([script]({link}/demo_run.py), [JSON]({link}/results/"
-            f"{r['_file']})): {how}. First run with an empty cache {r['first_run_seconds']:.0f} s "
+            f"{r['_file']})): {how}. First run with {_empty(r)} {r['first_run_seconds']:.0f} s "
             f"({_stage_seconds(r)}), peak RSS {r['first_run_peak_rss_mb']:.0f} MB (process tree "
             f"{tree_memory(r)}), F1 test {r['report']['detector']['f1']:.3f}. "
             f"{machine_line(r)}."]
@@ -130,7 +135,7 @@ def demo_section(r: dict, link: str) -> list[str]:
     rep, b = r["report"], r["build"]
     d = rep["detector"]
     tr = b["data"]["splits"]
-    first = (f"first run with an empty cache {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark"
+    first = (f"first run with {_empty(r)} {r['first_run_seconds']:.0f} s (unpack, build, port, benchmark"
              + (f"; {_stage_seconds(r)}" if r.get("first_run_stage_seconds") or (
                  r["report"].get("stage_seconds") and r.get("cached_run_seconds") is None) else "") + ")"
              + (f", peak RSS {r['first_run_peak_rss_mb']:.0f} MB, disk {r['first_run_disk_mb']:.0f} MB"

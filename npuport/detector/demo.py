@@ -261,7 +261,8 @@ def _demo_into(out: Path, root: Path, cfg: DemoConfig, progress: Progress, t0: f
                                              "confusion_matrix", "n")},
         "detector_held_out_family": {k: held_out[k] for k in ("f1", "accuracy", "precision", "recall", "roc_auc", "ece",
                                                               "threshold", "confusion_matrix", "n")},
-        "port": {k: port_report[k] for k in ("capture", "backends", "adapter", "pass", "shapes")},
+        "port": {k: port_report[k] for k in ("capture", "backends", "adapter", "pass", "shapes", "eval_reference")
+                 if k in port_report},
         "bench": bench, "plots": {**metrics.get("plots", {}), "latency_vs_length": plot},
         "wall_seconds": round(time.perf_counter() - t0, 1),
         # the demo's budgets: the peak memory of this process or of a stage run apart (with what this one held
