@@ -83,6 +83,26 @@ def test_port_takes_a_given_eager_reference_only_for_its_own_weights_and_rows(ti
         assert report["backends"]["onnxruntime"]["fp32"]["pass"], name
 
 
+def test_evaluation_scored_by_the_eager_reference_matches_evaluate(tiny_model_dir, eval_jsonl):
+    """The demo's evaluation scores the test split with the port's reference function (every row unpadded) so the
+    port can take those logits: its metrics are evaluate's (padded batches) to float rounding, and its reference is
+    eager_logits of the same rows."""
+    from npuport.detector.data import encode, load_examples
+    from npuport.detector.evaluate import EvalConfig, evaluate, evaluate_with_reference
+    from npuport.models.detector import load_tokenizer, state_fingerprint
+
+    cfg = EvalConfig(model_dir=str(tiny_model_dir), data=str(eval_jsonl))
+    plain = evaluate(cfg)
+    scored, ref = evaluate_with_reference(cfg)
+    for k in ("f1", "accuracy", "precision", "recall", "n", "confusion_matrix"):
+        assert scored[k] == plain[k], k
+    assert scored["roc_auc"] == pytest.approx(plain["roc_auc"], abs=1e-9)
+    model = load_detector(tiny_model_dir)
+    rows = encode(load_tokenizer(tiny_model_dir), load_examples(eval_jsonl), model.spec.max_length)
+    assert ref.matches(state_fingerprint(model), rows)
+    np.testing.assert_array_equal(ref.logits, eager_logits(model, rows))
+
+
 @pytest.mark.parametrize("name", PARITY_TESTED)
 def test_port_parity(ported, name):
     _skip_unavailable(name)
