@@ -106,7 +106,6 @@ def _eval_and_port_target(model_dir: Path, test: Path, family: Path, plots: Path
     """Evaluation, then the port, in one process: the test split's eager logits are computed once, scored here and
     handed to the port as its reference (it checks they are of the same weights and rows). Returns (test metrics,
     held-out family metrics, port report, seconds per part)."""
-    from ..machine import release_memory
     from .evaluate import EvalConfig, evaluate, evaluate_with_reference, load_model_and_tokenizer
 
     t0 = time.perf_counter()
