@@ -73,6 +73,7 @@ SECTIONS = [
     Section("detector_control", s.detector_control_section, True),
     Section("detector_control_bf16", s.detector_control_section, True),
     Section("p11_int8", s.p11_section, True),
+    Section("p13_inductor_int8", s.p13_inductor_section, False),
 ]
 
 

@@ -776,6 +776,37 @@ def p11_section(r: dict, link: str) -> list[str]:
                     f"{n} {x:+.1%}" for n, x in o["overhead_vs_raw"].items()) + f". {machine_line(o)}."]
     return out
 
+def p13_inductor_section(r: dict, link: str) -> list[str]:
+    """PyTorch's own x86 int8 path (PT2E + Inductor) beside eager at 1 x 512, native and on AVX2 kernels (P13)."""
+    src = f"[script]({link}/p13_inductor_int8.py), [JSON]({link}/results/{r['_file']})"
+    out = [f"**int8 through PyTorch's own x86 path (P13)** — mmBERT-small 1 × 512 (random init, calibrated on random "
+           "tokens: speed only), PT2E with torchao's X86InductorQuantizer (static int8 activations, per-channel int8 "
+           "weights: oneDNN's qlinear) compiled by Inductor with freezing, interleaved with eager fp32, medians; "
+           "*-band*: the sliding-window layers in 64-token blocks, each block one entry of a fused-attention batch; "
+           f"*profile*: the dense int8 graph, ms per call by what runs ({src}).", "",
+           *head("| kernels | eager ms | inductor-int8 ms (× eager) | inductor-int8-band ms (× eager) | "
+                 "profile: int8 GEMMs / attention / other ms | CPU flags | date |")]
+    for name, label in (("native", "this machine's"), ("avx2cap", "AVX2 (CPUID capped)")):
+        v = r.get(name)
+        if not v:
+            continue
+        p, x, prof = v["p50_ms"], v["ratio_vs_eager"], v["profile_int8_dense"]
+        out.append(row(label, f"{p['eager']:.0f}", f"{p['inductor-int8']:.0f} ({x['inductor-int8']:.2f}×)",
+                       f"{p['inductor-int8-band']:.0f} ({x['inductor-int8-band']:.2f}×)",
+                       f"{prof['int8_gemm_ms']:.0f} / {prof['attention_ms']:.0f} / {prof['other_ms']:.0f}",
+                       _flags(v), v["date"][:10]))
+    cap = r.get("avx2cap")
+    if cap:
+        best = max((n for n in cap["ratio_vs_eager"] if n != "eager"), key=lambda n: cap["ratio_vs_eager"][n])
+        prof, half = cap["profile_int8_dense"], cap["p50_ms"]["eager"] / 2
+        out += ["", f"On AVX2 kernels the best of these, {best}, runs {cap['ratio_vs_eager'][best]:.2f}× eager: the "
+                f"≥ 2× goal is {'met' if cap['ratio_vs_eager'][best] >= 2 else 'not met'} by PyTorch's own int8 path "
+                f"either. 2× eager is {half:.0f} ms; the dense graph's int8 GEMMs alone take {prof['int8_gemm_ms']:.0f} "
+                f"ms of its {prof['total_ms']:.0f} ms profiled, attention {prof['attention_ms']:.0f} ms and the fused "
+                f"rest {prof['other_ms']:.0f} ms."]
+    return out
+
+
 def _preset_name(sp: dict) -> str:
     """The speed part's model as the tables name it (parts before the preset was recorded measured mmBERT-base)."""
     return {"mmbert-small": "mmBERT-small", "mmbert-base": "mmBERT-base"}.get(sp.get("preset", "mmbert-base"),
