@@ -43,6 +43,7 @@ def classifier(tmp_path_factory):
     assert main(["-q", "port", str(d), "-o", str(out), "--buckets", "16,32", "--runtime", "onnxruntime",
                  "--bench-runs", "1"]) == 0
     with Server(ServeConfig(artifact_dir=str(out), port=_free_port(), max_items=8)) as s:
+        s.artifact_dir = str(out)  # for a second server on the same artifact
         yield s
 
 
@@ -177,6 +178,37 @@ def test_inference_client_text_classification_equals_v1_classify(classifier):
     assert got[0].label == v1["label"] and set(v1["scores"]) == set(LABELS.values())
     top = InferenceClient(classifier.url).text_classification(text, top_k=1)
     assert [t.label for t in top] == [v1["label"]]
+
+
+def test_inference_client_health_check_and_endpoint_info(classifier, tmp_path):
+    """TEI's GET /health and GET /info, read by huggingface_hub's own methods: /info names the labels in the head's
+    order and the limits this server enforces, and /health stays open while /info needs the key, like /healthz
+    and /v1/model."""
+    from huggingface_hub import InferenceClient
+    from huggingface_hub.errors import HfHubHTTPError
+
+    endpoint = dict(provider="hf-inference")  # the client's name for a TEI / TGI endpoint: its health and info
+    client = InferenceClient(classifier.url, **endpoint)
+    assert client.health_check() is True
+    info = client.get_endpoint_info()
+    card = httpx.get(classifier.url + "/v1/model").json()
+    id2label = info["model_type"]["classifier"]["id2label"]
+    assert [id2label[str(i)] for i in range(len(id2label))] == card["labels"] == [LABELS[i] for i in range(3)]
+    assert info["model_type"]["classifier"]["label2id"] == {lab: i for i, lab in enumerate(card["labels"])}
+    assert (info["max_input_length"], info["max_client_batch_size"]) == (max(card["buckets"]), 8)
+    assert info["model_sha"] == card["model_sha256"] and info["model_dtype"] == "float32"
+    assert info["served_model_name"] == "classifier" and info["auto_truncate"] is True
+    too_many = [PAIRS[0][0]] * (info["max_client_batch_size"] + 1)  # the limit /info states is the one enforced
+    assert httpx.post(classifier.url + "/predict", json={"inputs": [[t] for t in too_many]}).status_code == 413
+    keyfile = tmp_path / "key"
+    keyfile.write_text("s3cret-key-0123456789")
+    with Server(ServeConfig(artifact_dir=classifier.artifact_dir, port=_free_port(), api_key_file=str(keyfile))) as s:
+        assert InferenceClient(s.url, **endpoint).health_check() is True  # open, like /healthz
+        with pytest.raises(HfHubHTTPError) as e:
+            InferenceClient(s.url, **endpoint).get_endpoint_info()
+        assert e.value.response.status_code == 401
+        keyed = InferenceClient(s.url, token="s3cret-key-0123456789", **endpoint)
+        assert keyed.get_endpoint_info()["model_type"] == info["model_type"]
 
 
 def test_tei_predict_and_v2_on_a_classifier(classifier):

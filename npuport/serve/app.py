@@ -120,7 +120,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
                   "was proven when it was ported. Also speaks KServe V2 (/v2/models/{name}/infer)"
                   + ("." if is_detector else " and text-embeddings-inference's /predict."))
     open_routes = {"/healthz", "/v2/health/live", "/v2/health/ready", ("GET", "/"),
-                   *(("/metrics",) if cfg.public_metrics else ())}
+                   *(("/health",) if not is_detector else ()), *(("/metrics",) if cfg.public_metrics else ())}
     app.add_middleware(Guard, cfg=cfg, key=key, allowed=cfg.hosts(), open_routes=open_routes, metrics=metrics,
                        model_name=svc.name)
     _info_routes(app, svc, registry, key)

@@ -6,15 +6,18 @@
     POST /         {"inputs": "text" | ["t1", "t2", ...], "parameters": {"top_k": K, "function_to_apply": ...}}
                    -> [[{"label", "score"}, ...], ...], one list per input (the Hugging Face inference API's shape,
                    which InferenceClient reads)
+    GET /health    200 once the model answers, 503 while it loads (InferenceClient.health_check); open like /healthz
+    GET /info      TEI's Info object: the model, its labels and the server's limits (InferenceClient.get_endpoint_info)
 
 Limits, auth and bad-input answers are /v1's: the same Guard, the same item and character limits, 4xx JSON bodies.
 """
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
+from .. import __version__
 from .guard import error, parse_json
 from .service import REPLICA_HEADER, Service
 
@@ -95,6 +98,28 @@ def ranked(svc: Service, r: dict, logits_row=None, top_k: int | None = None) -> 
     return out[:top_k] if top_k else out
 
 
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # TEI's names; an integer artifact keeps its own
+
+
+def info(svc: Service) -> dict:
+    """TEI's /info for this artifact: what a TEI client reads to size its batches and name the labels."""
+    front, cfg = svc.front, svc.cfg
+    card = front.model_card()
+    source = card["source"]
+    return {
+        "model_id": str(source.get("path") or source.get("preset") or svc.name), "model_sha": card["model_sha256"],
+        "model_dtype": DTYPES.get(card["precision"], card["precision"]), "served_model_name": svc.name,
+        "model_type": {"classifier": {"id2label": {str(i): lab for i, lab in enumerate(front.labels)},
+                                      "label2id": {lab: i for i, lab in enumerate(front.labels)}}},
+        "max_concurrent_requests": cfg.max_concurrent_requests, "max_input_length": front.router.max_len,
+        "max_batch_tokens": cfg.max_batch_tokens, "max_batch_requests": cfg.max_batch,
+        "max_client_batch_size": cfg.max_items,
+        # longer inputs are cut to the largest bucket unless --reject-long (then a 413 names the limit)
+        "auto_truncate": not cfg.reject_long, "tokenization_workers": 1,
+        "version": __version__, "sha": None, "docker_label": None,
+    }
+
+
 def add_routes(app: FastAPI, svc: Service) -> None:
     async def run(request: Request, read):
         async def handle():
@@ -126,3 +151,11 @@ def add_routes(app: FastAPI, svc: Service) -> None:
             return items, True, lambda r: ranked(svc, r, top_k=top_k)  # always a list per input
 
         return await run(request, read)
+
+    @app.get("/health", include_in_schema=False)
+    async def health():
+        return Response(status_code=200) if svc.ready else error(503, "loading")
+
+    @app.get("/info", include_in_schema=False)
+    async def tei_info():
+        return JSONResponse(info(svc)) if svc.ready else error(503, "loading")
