@@ -220,8 +220,15 @@ def test_tei_predict_and_v2_on_a_classifier(classifier):
     batch = httpx.post(classifier.url + "/predict", json={"inputs": [[text], [text, pair]]}).json()
     assert [x[0]["label"] for x in batch] == [a["label"], b["label"]]
     assert {d["label"]: d["score"] for d in batch[1]} == pytest.approx(b["scores"])
+    raw = httpx.post(classifier.url + "/predict", json={"inputs": [[text], [text, pair]], "raw_scores": True}).json()
+    for got, want in zip(raw, (a, b)):  # TEI's raw scores: the head's logits, best first; softmax gives the scores
+        assert [d["label"] for d in got] == sorted(want["scores"], key=lambda k: -want["scores"][k])
+        z = np.array([d["score"] for d in got])
+        assert dict(zip([d["label"] for d in got], np.exp(z - z.max()) / np.exp(z - z.max()).sum())) == pytest.approx(
+            want["scores"], abs=1e-6)
+        assert not np.allclose(z, [want["scores"][d["label"]] for d in got])  # logits, not the probabilities again
     for bad, status in (({"inputs": ""}, 422), ({"inputs": [[text]] * 9}, 413), ({"input": text}, 422),
-                        ({"inputs": text, "raw_scores": True}, 422)):
+                        ({"inputs": text, "raw_scores": "yes"}, 422)):
         assert httpx.post(classifier.url + "/predict", json=bad).status_code == status, bad
     c = _client(classifier)
     r = c.infer("classifier", [_bytes_input("text", [text, text], True), _bytes_input("text_pair", ["", pair], True)])

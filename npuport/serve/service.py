@@ -43,15 +43,18 @@ class Service:
     def is_detector(self) -> bool:
         return self.front.task.is_detector
 
-    async def run(self, items: list) -> tuple[list[dict], str]:
+    async def run(self, items: list, *, logits: bool = False) -> tuple[list[dict], str]:
         """Answers for items (detector: Example; classifier: (text, pair or None)), and the replica that computed
-        them. Raises TooLong and ReplicaLost; `respond` turns them into HTTP answers."""
+        them; `logits`: each answer also holds its row of raw logits (TEI's raw_scores). Raises TooLong and
+        ReplicaLost; `respond` turns them into HTTP answers."""
         t0 = time.perf_counter()
         enc = await self.pool.tokenize(items)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
+        raw = logits
         logits, buckets, replica = await self.pool.infer([x.tokens for x in enc])
         front = self.front
-        return [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated}
+        return [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated,
+                 **({"logits": [float(v) for v in z]} if raw else {})}
                 for z, b, x in zip(logits, buckets, enc)], replica
 
     async def respond(self, handler: Callable[[], Awaitable[JSONResponse]]) -> JSONResponse:

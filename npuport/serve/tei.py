@@ -2,7 +2,8 @@
 (and `huggingface_hub.InferenceClient(<server URL>).text_classification(text)`) work unchanged.
 
     POST /predict  {"inputs": "text" | ["text", "pair"] | [["t1"], ["t2", "p2"], ...], "raw_scores": false}
-                   -> one input: [{"label", "score"}, ...] best first; a batch: one such list per input
+                   -> one input: [{"label", "score"}, ...] best first; a batch: one such list per input; with
+                   raw_scores the scores are the head's logits (before softmax / sigmoid), as TEI answers
     POST /         {"inputs": "text" | ["t1", "t2", ...], "parameters": {"top_k": K, "function_to_apply": ...}}
                    -> [[{"label", "score"}, ...], ...], one list per input (the Hugging Face inference API's shape,
                    which InferenceClient reads)
@@ -57,20 +58,20 @@ def _batch(svc: Service, rows: list) -> list:
     return rows
 
 
-def predict_items(svc: Service, body) -> tuple[list, bool]:
-    """(items, whether the answer is a batch) from a /predict body."""
+def predict_items(svc: Service, body) -> tuple[list, bool, bool]:
+    """(items, whether the answer is a batch, raw_scores) from a /predict body."""
     if not isinstance(body, dict) or "inputs" not in body:
         raise BadRequest(422, "the body must be a JSON object with 'inputs'")
     unknown = sorted(set(body) - {"inputs", "raw_scores", "truncate", "truncation_direction"})
     if unknown:
         raise BadRequest(422, f"unknown fields {unknown}")
-    if body.get("raw_scores"):
-        raise BadRequest(422, "raw_scores is not offered: scores are the model's own probabilities (softmax, or "
-                              "sigmoid for a multi-label head)")
+    raw = body.get("raw_scores", False)
+    if not isinstance(raw, bool):
+        raise BadRequest(422, f"raw_scores must be true or false, got {raw!r}")
     v = body["inputs"]
     if isinstance(v, list) and v and all(isinstance(x, list) for x in v):
-        return [_one(svc, x, f"inputs[{k}]") for k, x in enumerate(_batch(svc, v))], True
-    return [_one(svc, v, "inputs")], False
+        return [_one(svc, x, f"inputs[{k}]") for k, x in enumerate(_batch(svc, v))], True, raw
+    return [_one(svc, v, "inputs")], False, raw
 
 
 def hf_items(svc: Service, body) -> tuple[list, bool, int | None, str | None]:
@@ -127,10 +128,10 @@ def add_routes(app: FastAPI, svc: Service) -> None:
             if problem:
                 return error(400, problem)
             try:
-                items, batch, shape = read(body)
+                items, batch, shape, raw = read(body)
             except BadRequest as e:
                 return error(e.status, str(e))
-            results, replica = await svc.run(items)
+            results, replica = await svc.run(items, logits=raw)
             answers = [shape(r) for r in results]
             return JSONResponse(answers if batch else answers[0], headers={REPLICA_HEADER: replica})
 
@@ -139,8 +140,8 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/predict", include_in_schema=False)
     async def predict(request: Request):
         def read(body):
-            items, batch = predict_items(svc, body)
-            return items, batch, lambda r: ranked(svc, r)
+            items, batch, raw = predict_items(svc, body)
+            return items, batch, lambda r: ranked(svc, r, r["logits"] if raw else None), raw
 
         return await run(request, read)
 
@@ -148,7 +149,7 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     async def hf_inference(request: Request):
         def read(body):
             items, batch, top_k, _ = hf_items(svc, body)
-            return items, True, lambda r: ranked(svc, r, top_k=top_k)  # always a list per input
+            return items, True, lambda r: ranked(svc, r, top_k=top_k), False  # always a list per input
 
         return await run(request, read)
 
