@@ -178,6 +178,14 @@ def test_inference_client_text_classification_equals_v1_classify(classifier):
     assert got[0].label == v1["label"] and set(v1["scores"]) == set(LABELS.values())
     top = InferenceClient(classifier.url).text_classification(text, top_k=1)
     assert [t.label for t in top] == [v1["label"]]
+    # function_to_apply as the transformers pipeline reads it: on the logits
+    z = {g.label: g.score for g in InferenceClient(classifier.url).text_classification(text, function_to_apply="none")}
+    zs = np.array([z[k] for k in v1["scores"]])
+    assert np.exp(zs) / np.exp(zs).sum() == pytest.approx([v1["scores"][k] for k in v1["scores"]], abs=1e-6)
+    sig = InferenceClient(classifier.url).text_classification(text, function_to_apply="sigmoid")
+    assert {g.label: g.score for g in sig} == pytest.approx({k: 1 / (1 + np.exp(-v)) for k, v in z.items()}, abs=1e-6)
+    soft = InferenceClient(classifier.url).text_classification(text, function_to_apply="softmax")
+    assert {g.label: g.score for g in soft} == pytest.approx(v1["scores"], abs=1e-6)
 
 
 def test_inference_client_health_check_and_endpoint_info(classifier, tmp_path):

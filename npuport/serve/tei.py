@@ -6,7 +6,8 @@
                    raw_scores the scores are the head's logits (before softmax / sigmoid), as TEI answers
     POST /         {"inputs": "text" | ["t1", "t2", ...], "parameters": {"top_k": K, "function_to_apply": ...}}
                    -> [[{"label", "score"}, ...], ...], one list per input (the Hugging Face inference API's shape,
-                   which InferenceClient reads)
+                   which InferenceClient reads); function_to_apply softmax / sigmoid / none applies to the logits,
+                   as the transformers pipeline does (without it: the model's own scores)
     GET /health    200 once the model answers, 503 while it loads (InferenceClient.health_check); open like /healthz
     GET /info      TEI's Info object: the model, its labels and the server's limits (InferenceClient.get_endpoint_info)
 
@@ -15,6 +16,7 @@ Limits, auth and bad-input answers are /v1's: the same Guard, the same item and 
 
 from __future__ import annotations
 
+import numpy as np
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 
@@ -75,8 +77,8 @@ def predict_items(svc: Service, body) -> tuple[list, bool, bool]:
 
 
 def hf_items(svc: Service, body) -> tuple[list, bool, int | None, str | None]:
-    """(items, batch?, top_k, function_to_apply) from a Hugging Face inference API body. function_to_apply is
-    checked, not applied: the scores are the model's own (softmax, or sigmoid for a multi-label head)."""
+    """(items, batch?, top_k, function_to_apply) from a Hugging Face inference API body. Without
+    function_to_apply the scores are the model's own (softmax, or sigmoid for a multi-label head)."""
     if not isinstance(body, dict) or "inputs" not in body:
         raise BadRequest(422, "the body must be a JSON object with 'inputs'")
     params = body.get("parameters") or {}
@@ -93,7 +95,19 @@ def hf_items(svc: Service, body) -> tuple[list, bool, int | None, str | None]:
     return [(_text(svc, v, "inputs"), None)], False, top_k, fn
 
 
+def applied(fn: str, logits_row) -> list[float]:
+    """The pipeline's function_to_apply on one row of logits: softmax, sigmoid, or none (the logits)."""
+    z = np.asarray(logits_row, dtype=np.float64)
+    if fn == "softmax":
+        e = np.exp(z - z.max())
+        z = e / e.sum()
+    elif fn == "sigmoid":
+        z = 1.0 / (1.0 + np.exp(-z))
+    return [float(v) for v in z]
+
+
 def ranked(svc: Service, r: dict, logits_row=None, top_k: int | None = None) -> list[dict]:
+    """Labels best first, scored by the model's own scores, or by `logits_row` (raw logits, or a function of them)."""
     scores = r["scores"] if logits_row is None else dict(zip(svc.front.task.labels, map(float, logits_row)))
     out = sorted(({"label": k, "score": float(v)} for k, v in scores.items()), key=lambda d: -d["score"])
     return out[:top_k] if top_k else out
@@ -148,8 +162,9 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/", include_in_schema=False)
     async def hf_inference(request: Request):
         def read(body):
-            items, batch, top_k, _ = hf_items(svc, body)
-            return items, True, lambda r: ranked(svc, r, top_k=top_k), False  # always a list per input
+            items, batch, top_k, fn = hf_items(svc, body)
+            score = (lambda r: None) if fn is None else (lambda r: applied(fn, r["logits"]))
+            return items, True, lambda r: ranked(svc, r, score(r), top_k=top_k), fn is not None  # a list per input
 
         return await run(request, read)
 
