@@ -61,6 +61,33 @@ def _as_str(a) -> list[str]:
     return [v.decode() if isinstance(v, bytes) else v for v in a.tolist()]
 
 
+def test_tritonclient_versioned_metadata_and_model_config(detector, classifier):
+    """KServe V2 names a model with or without its version; Triton's model configuration states the same
+    signature as the metadata (tritonclient's get_model_config). Version 1 only: another is 404."""
+    from tritonclient.utils import InferenceServerException
+
+    for server, name in ((detector, "detector"), (classifier, "classifier")):
+        c = _client(server)
+        meta = c.get_model_metadata(name)
+        assert c.get_model_metadata(name, "1") == meta and c.is_model_ready(name, "1")
+        assert "model_configuration" in c.get_server_metadata()["extensions"]
+        for cfg in (c.get_model_config(name), c.get_model_config(name, "1")):
+            assert cfg["name"] == name and cfg["max_batch_size"] == 0
+            assert [(t["name"], t["dims"]) for t in cfg["input"]] == [(t["name"], t["shape"]) for t in meta["inputs"]]
+            assert [(t["name"], t["dims"]) for t in cfg["output"]] == [(t["name"], t["shape"]) for t in meta["outputs"]]
+            assert {t["data_type"] for t in cfg["input"]} == {"TYPE_STRING"}
+            assert cfg["parameters"]["labels"]["string_value"].split(",") == meta["parameters"]["labels"]
+        assert not c.is_model_ready(name, "2")
+        for call in (lambda: c.get_model_metadata(name, "2"), lambda: c.get_model_config(name, "2"),
+                     lambda: c.get_model_config("nobody")):
+            with pytest.raises(InferenceServerException) as e:
+                call()
+            assert "version 1 only" in str(e.value) or "unknown model" in str(e.value)
+    assert httpx.get(detector.url + "/v2/models/detector/versions/zz9/config").status_code == 404
+    metrics = httpx.get(detector.url + "/metrics").text  # one label per route template, whatever version was asked
+    assert 'route="/v2/models/{name}/config"' in metrics and "zz9" not in metrics
+
+
 @pytest.mark.parametrize("binary", [True, False], ids=["binary-tensors", "json-tensors"])
 def test_tritonclient_infer_equals_v1_detect(detector, binary):
     v1 = httpx.post(detector.url + "/v1/detect", json={"items": ITEMS}).json()["items"]
@@ -83,7 +110,7 @@ def test_tritonclient_infer_equals_v1_detect(detector, binary):
 
 
 def test_v2_metadata_errors_and_replica_header(detector):
-    assert httpx.get(detector.url + "/v2").json()["extensions"] == ["binary_tensor_data"]
+    assert httpx.get(detector.url + "/v2").json()["extensions"] == ["binary_tensor_data", "model_configuration"]
     assert httpx.get(detector.url + "/v2/models/other").status_code == 404
     r = httpx.post(detector.url + "/v2/models/detector/infer", json={"inputs": [
         {"name": "persona", "datatype": "BYTES", "shape": [1], "data": [ITEM["persona"]]},

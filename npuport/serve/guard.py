@@ -16,8 +16,9 @@ from fastapi.responses import JSONResponse
 
 # Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
 ROUTES = ("/v1/detect", "/v1/classify", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect",
-          "/openapi.json", "/redoc", "/predict", "/v2", "/v2/health/live", "/v2/health/ready")
-V2_MODEL = re.compile(r"^/v2/models/([^/]+)(/ready|/infer|/versions/[^/]+/infer)?$")
+          "/openapi.json", "/redoc", "/predict", "/health", "/info", "/v2", "/v2/health/live", "/v2/health/ready")
+# a model's routes, with or without its version (never part of the metrics label: a client chooses it)
+V2_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready|/config|/infer)?$")
 # Triton clients send binary tensors with no Content-Type (or octet-stream); the V2 infer route takes those too.
 V2_TYPES = ("", "application/json", "application/octet-stream")
 
@@ -68,7 +69,7 @@ class Guard:
             return path
         m = V2_MODEL.match(path)
         if m and m.group(1) == self.model_name:
-            return "/v2/models/{name}" + ("/infer" if (m.group(2) or "").endswith("/infer") else m.group(2) or "")
+            return "/v2/models/{name}" + (m.group(2) or "")
         return "other"
 
     def inference(self, method: str, path: str) -> bool:
@@ -76,7 +77,7 @@ class Guard:
         if method != "POST":
             return False
         return path in ("/v1/detect", "/v1/classify", "/predict", "/") or bool(
-            (m := V2_MODEL.match(path)) and (m.group(2) or "").endswith("/infer"))
+            (m := V2_MODEL.match(path)) and m.group(2) == "/infer")
 
     def _open(self, method: str, path: str) -> bool:
         return path in self.open_routes or (method, path) in self.open_routes

@@ -197,10 +197,33 @@ LOADING = {503: {"model": ErrorBody, "description": "still loading"}}
 UNKNOWN = {404: {"model": ErrorBody, "description": "no model of that name here"}}
 
 
-def _unknown(svc: Service, name: str) -> JSONResponse | None:
+def _unknown(svc: Service, name: str, version: str = "1") -> JSONResponse | None:
     if name != svc.name:
         return error(404, f"unknown model {name!r}; this server serves {svc.name!r}")
+    if version != "1":
+        return error(404, f"model {name!r} has version 1 only, not {version!r}")
     return None
+
+
+TRITON_TYPES = {"BYTES": "TYPE_STRING", "FP32": "TYPE_FP32"}
+
+
+def model_config(svc: Service) -> dict:
+    """Triton's model configuration for this model: the V2 signature in its terms. The tensors carry their own
+    item dimension (shape [-1, ...]), so max_batch_size is 0 (Triton's way of saying the batch is in the dims)."""
+    ins, outs = signature(svc)
+    m = svc.front.manifest
+
+    def tensor(t: dict) -> dict:
+        return {"name": t["name"], "data_type": TRITON_TYPES[t["datatype"]], "dims": t["shape"],
+                **({"optional": True} if t.get("optional") else {})}
+
+    return {"name": svc.name, "platform": f"npuport-{m.runtime.name}", "backend": "npuport", "max_batch_size": 0,
+            "input": [tensor(t) for t in ins], "output": [tensor(t) for t in outs],
+            "version_policy": {"specific": {"versions": [1]}},
+            "parameters": {"labels": {"string_value": ",".join(svc.front.task.labels)},
+                           "threshold": {"string_value": str(svc.front.threshold)},
+                           "precision": {"string_value": m.precision}}}
 
 
 def add_routes(app: FastAPI, svc: Service) -> None:
@@ -208,7 +231,7 @@ def add_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/v2")
     async def server_metadata():
-        return {"name": "npuport", "version": __version__, "extensions": ["binary_tensor_data"]}
+        return {"name": "npuport", "version": __version__, "extensions": ["binary_tensor_data", "model_configuration"]}
 
     @app.get("/v2/health/live")
     async def live():
@@ -218,9 +241,8 @@ def add_routes(app: FastAPI, svc: Service) -> None:
     async def ready():
         return {"ready": True} if svc.ready else error(503, "loading")
 
-    @app.get("/v2/models/{name}", responses=UNKNOWN)
-    async def metadata(name: str):
-        if (bad := _unknown(svc, name)) is not None:
+    async def metadata(name: str, version: str = "1"):
+        if (bad := _unknown(svc, name, version)) is not None:
             return bad
         ins, outs = signature(svc)
         m = svc.front.manifest
@@ -229,12 +251,22 @@ def add_routes(app: FastAPI, svc: Service) -> None:
                 "parameters": {"labels": list(svc.front.task.labels), "threshold": svc.front.threshold,
                                "model_sha256": m.source["sha256"], "precision": m.precision}}
 
-    @app.get("/v2/models/{name}/ready", responses={**UNKNOWN, **LOADING})
-    async def model_ready(name: str):
-        if (bad := _unknown(svc, name)) is not None:
+    async def model_ready(name: str, version: str = "1"):
+        if (bad := _unknown(svc, name, version)) is not None:
             return bad
         return {"name": svc.name, "ready": True} if svc.ready else error(503, "loading")
 
+    async def config(name: str, version: str = "1"):
+        if (bad := _unknown(svc, name, version)) is not None:
+            return bad
+        return model_config(svc)
+
+    # KServe V2 names a model with or without its version (this server has version 1 only); /config is Triton's
+    # model-configuration extension, which tritonclient's get_model_config reads
+    for path, fn, extra in (("", metadata, {}), ("/ready", model_ready, LOADING), ("/config", config, {})):
+        for prefix in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
+            app.add_api_route(prefix + path, fn, methods=["GET"], responses={**UNKNOWN, **extra},
+                              include_in_schema=not prefix.endswith("}/versions/{version}"))
     _add_infer(app, svc)
 
 
@@ -260,8 +292,8 @@ def _add_infer(app: FastAPI, svc: Service) -> None:
         return await svc.respond(handle)
 
     async def infer_version(name: str, version: str, request: Request):
-        if version != "1":
-            return error(404, f"model {name!r} has version 1 only, not {version!r}")
+        if (bad := _unknown(svc, name, version)) is not None:
+            return bad
         return await infer(name, request)
 
     app.add_api_route("/v2/models/{name}/infer", infer, methods=["POST"], include_in_schema=False)
