@@ -127,3 +127,17 @@ def test_korean_sentences_are_spaced_in_both_labels():
     for label in (0, 1):
         glued = [r["reply"] for r in rows if r["label"] == label and re.search(r"[.!?][가-힣]", r["reply"])]
         assert not glued, glued[:3]
+
+
+def test_in_world_questions_are_answered_both_ways_in_every_language():
+    """An in-world question (a price, a distance, an hour) is answered in voice with the world's facts (in persona)
+    or by the assistant (a deviation), in every language: a terse factual answer alone must not give the label."""
+    data = build_dataset(seed=0)
+    for lang in ("en", "ja", "ko"):
+        rows = [r for r in data["train"] if r["user_kind"] == "in_world" and r["lang"] == lang]
+        assert {r["label"] for r in rows} == {0, 1}, lang
+        info = [r for r in rows if r["kind"] == "ic_info"]
+        assert len(info) >= 10 and any(ch.isdigit() for r in info for ch in r["reply"]), lang
+        # the held-out template family (test_family) answers in-world questions in voice too
+        fam = {r["reply"] for r in data["test_family"] if r["kind"] == "ic_info" and r["lang"] == lang}
+        assert fam, lang

@@ -17,7 +17,7 @@ from ..fsio import atomic_write, cache_dir, check_output, staged_output, write_j
 from ..machine import machine, peak_rss_mb, release_memory
 from ..ui import ProgressFn as Progress
 
-DEMO_VERSION = 6  # bump when the generator, recipe or build arithmetic changes: cached demo models are then rebuilt
+DEMO_VERSION = 7  # bump when the generator, recipe or build arithmetic changes: cached demo models are then rebuilt
 INITS = ("scratch", "minilm", "me5-small")  # how the demo detector starts: see _recipe
 DEFAULT_INIT = "me5-small"  # chosen from benchmarks/results/demo_init.json: see README
 

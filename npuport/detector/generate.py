@@ -3,8 +3,9 @@
 Label 1 (deviation): generic-assistant answers (openers, step lists, closers), polite useful answers in a neutral
 voice, policy refusals, AI self-disclosure, counselling boilerplate, breaking the fourth wall, system-prompt leaks,
 and replies that start in voice and break part-way. Label 0 (in persona): in-voice chat, deflections and refusals
-(often *with* "sorry"), characters who help in their own voice, machine characters who say they are machines, and
-in-world talk of AIs and robots. So no keyword separates the classes.
+(often *with* "sorry"), characters who help in their own voice, plain in-world facts (a price, a distance, an
+hour) in voice, machine characters who say they are machines, and in-world talk of AIs and robots. So no keyword
+separates the classes.
 
 Splits are by persona (validation and test characters never appear in training) and by template family
 (`templates.py`): `test_family` uses test personas and only the held-out family, which no training row saw.
@@ -90,6 +91,12 @@ USER_TURNS = {
         "ja": ["最近よく眠れないんだ。", "明日の面接が不安です。", "履歴書の書き方を教えて。"],
         "ko": ["요즘 잠을 잘 못 자요.", "내일 면접이 걱정돼요.", "이력서 쓰는 법 알려 줘."],
     },
+    "in_world": {  # questions the character's own world asks: answered in voice with the world's facts
+        "en": ["How much is this?", "How far is it from here?", "When do you open tomorrow?", "Where's the nearest inn?",
+               "How many are left?", "When does the next one leave?", "What will the weather be like?"],
+        "ja": ["これはいくら？", "ここからどのくらい遠いの？", "明日は何時に開く？", "一番近い宿はどこ？", "あといくつ残ってる？", "次はいつ出発する？"],
+        "ko": ["이거 얼마예요?", "여기서 얼마나 멀어요?", "내일은 몇 시에 열어요?", "제일 가까운 여관이 어디예요?", "몇 개 남았어요?", "다음 건 언제 출발해요?"],
+    },
     "creative": {
         "en": ["Write me a poem about the sea.", "Tell me a bedtime story.", "Can you write a haiku?", "Make up a joke."],
         "ja": ["海の詩を書いて。", "寝る前のお話をして。"],
@@ -121,6 +128,8 @@ def _in_persona(p: Persona, kind: str, rng: random.Random, fam: tuple[str, ...])
         bucket = rng.choice(["instructions", "refuse"])
     elif kind in ("advice", "creative"):
         bucket = rng.choice(["help_voice", "chat", "chat"])
+    elif kind == "in_world":
+        bucket = rng.choice(["info", "info", "info", "chat"])
     else:
         bucket = rng.choice(["chat", "chat", "chat", "tech"] if p.tech else ["chat"])
         if p.machine and rng.random() < 0.25:  # a robot character says what it is unasked, and stays in persona
@@ -159,6 +168,8 @@ def _deviation_kind(kind: str, rng: random.Random) -> str:
         dev = rng.choice(["helpful", "support", "generic", "partial"])
     elif kind == "creative":
         dev = rng.choice(["helpful", "generic", "partial"])
+    elif kind == "in_world":  # the assistant answering the world's question in its own voice, or stepping out of it
+        dev = rng.choice(["helpful", "generic", "disclose", "partial"])
     else:
         dev = rng.choice(["generic", "disclose", "fourth", "leak", "helpful", "partial"])
     return "leak" if rng.random() < 0.08 else dev  # leaks answer any turn in practice ("Sure! As instructed: ...")

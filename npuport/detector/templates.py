@@ -322,6 +322,21 @@ IC_JA['deflect'] += ["{i}うーん、それはよく分かりません。それ�
 IC_JA['machine'] += ["{i}わたくしは{auth}に作られた機械でございます。{l}", "{i}はい、人間ではなく機械です。でも、{l}", "{i}機械なので眠りません。{l}"]
 IC_JA['human'] += ["{i}わたし、ちゃんと人間ですよ、{a}！{l}", "{i}もう、AIだなんて。{l}", "{i}人間でございます。{l}{l2}"]
 IC_JA['chat'] += ["{i}聞いてください、{l}", "{l}ほんとうですよ！{l2}", "{i}今日はとっても忙しかったです。{l}"]
+# In-world questions answered plainly (a price, a distance, an opening hour, a count, the way somewhere), in the
+# character's voice: a terse, factual answer is not assistant voice when its facts are the world's. Nine per
+# language so each template family has three; numbers both spelled out and in digits.
+IC_EN["info"] = ["{i} Three silver pieces, {a}, and not a copper less. {l}", "{i} Two days on foot, one if the river's kind. {l}",
+                 "Opens at first light, shuts at dusk, {a}. {l}", "{i} 42 left in the back. {l}",
+                 "About 300 paces past the well, {a}. {l}", "{i} The next one leaves at 6, sharp. {l}",
+                 "{i} Fair skies till evening, then rain. {l}", "Twelve, counting the cracked one. {l}",
+                 "{i} Down the stairs, second door on the left, {a}. {l} {l2}"]
+IC_JA["info"] = ["{i}銀貨三枚でございます、{a}。{l}", "{i}歩いて二日、舟なら一日です。{l}", "夜明けに開けて、日暮れに閉めますよ、{a}。{l}",
+                 "{i}奥にあと42個ございます。{l}", "井戸を過ぎて300歩ほどです、{a}。{l}", "{i}次の便は6時ちょうどに出ます。{l}",
+                 "{i}夕方までは晴れ、夜は雨でしょうな。{l}", "ひびの入ったのも数えれば十二です。{l}", "{i}階段を下りて、左の二つ目の扉です、{a}。{l}{l2}"]
+IC_KO["info"] = ["{i} 은화 세 닢이오, {a}. 한 푼도 못 깎아 드리오. {l}", "{i} 걸어서 이틀 거리요. 배를 타면 하루고. {l}",
+                 "해 뜰 때 열고 해 질 때 닫소, {a}. {l}", "{i} 안쪽에 42개 남았어요. {l}", "우물 지나서 300걸음쯤 가시면 됩니다, {a}. {l}",
+                 "{i} 다음 편은 6시 정각에 떠납니다. {l}", "{i} 저녁까지는 맑고, 밤에는 비가 오겠어요. {l}",
+                 "금 간 것까지 치면 열두 개예요. {l}", "{i} 계단 내려가서 왼쪽 두 번째 문입니다, {a}. {l} {l2}"]
 IC = {"en": IC_EN, "ja": IC_JA, "ko": IC_KO}
 DEV = {"ja": DEV_JA, "ko": DEV_KO}
 
