@@ -50,12 +50,11 @@ class Service:
         t0 = time.perf_counter()
         enc = await self.pool.tokenize(items)
         self.metrics.tokenization.observe(time.perf_counter() - t0)
-        raw = logits
-        logits, buckets, replica = await self.pool.infer([x.tokens for x in enc])
+        rows, buckets, replica = await self.pool.infer([x.tokens for x in enc])
         front = self.front
         return [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated,
-                 **({"logits": [float(v) for v in z]} if raw else {})}
-                for z, b, x in zip(logits, buckets, enc)], replica
+                 **({"logits": [float(v) for v in z]} if logits else {})}
+                for z, b, x in zip(rows, buckets, enc)], replica
 
     async def respond(self, handler: Callable[[], Awaitable[JSONResponse]]) -> JSONResponse:
         """Run a route's handler under readiness, the deadline and the failure table above."""
