@@ -177,10 +177,13 @@ def demo_init_section(r: dict, link: str) -> list[str]:
            f"other characters and phrasing, never used for training or thresholds"
            + (f"; *Korean check 2*: a second hand-written Korean set ([{r['check_ko2_set']}]"
               f"({link}/{r['check_ko2_set'].removeprefix('benchmarks/')})), written later with other characters"
-              if r.get("check_ko2_set") else "") + f". {machine_line(r)}.", "",
+              if r.get("check_ko2_set") else "")
+           + (f"; *Korean checks 3 and 4*: two more ([3]({link}/{r['check_ko3_set'].removeprefix('benchmarks/')}), "
+              f"[4]({link}/{r['check_ko4_set'].removeprefix('benchmarks/')})), new characters again; 3's errors were "
+              "studied, 4 was scored only by its figures" if r.get("check_ko4_set") else "") + f". {machine_line(r)}.", "",
            *head("| init | parameters | build s | build peak RSS MB | model MB | F1 test | F1 held-out family | "
            "F1 check (P / R) | check rows | check ROC-AUC | check F1 en / ja / ko | check precision ko | "
-           "F1 Korean check 2 (P / R) | [UNK] share ja / ko (check) | measured |")]
+           "F1 Korean check 2 (P / R) | F1 Korean checks 3 / 4 | [UNK] share ja / ko (check) | measured |")]
     for init, v in res.items():
         c = v["check"]
         langs = " / ".join(f"{c[k]['f1']:.2f}" for k in ("en", "ja", "ko") if k in c)
@@ -190,7 +193,7 @@ def demo_init_section(r: dict, link: str) -> list[str]:
                    f"| {f'{disk:.0f}' if disk else '—'} | {v['test']['all']['f1']:.3f} | "
                    f"{v['test_family']['all']['f1']:.3f} | **{c['all']['f1']:.3f}** ({c['all']['precision']:.2f} / "
                    f"{c['all']['recall']:.2f}) | {c['all']['n']} | {c['all']['roc_auc']:.3f} | {langs} | "
-                   f"{c.get('ko', {}).get('precision', 0):.2f} | {_ko2(v)} | {unk} | "
+                   f"{c.get('ko', {}).get('precision', 0):.2f} | {_ko2(v)} | {_ko34(v)} | {unk} | "
                    f"{v.get('date', '')[:10] or 'earlier'} |")
     for init, v in res.items():
         for seed, o in (v.get("other_seeds") or {}).items():
@@ -199,8 +202,15 @@ def demo_init_section(r: dict, link: str) -> list[str]:
                        f"{o['test']['all']:.3f}, held-out family {o['test_family']['all']:.3f}, check {c['all']:.3f} "
                        f"(en / ja / ko {' / '.join(f'{c[k]:.2f}' for k in ('en', 'ja', 'ko') if k in c)}), "
                        + (f"Korean check 2 {o['check_ko2']['all']:.3f}, " if "check_ko2" in o else "")
+                       + (f"Korean checks 3 / 4 {o['check_ko3']['all']:.3f} / {o['check_ko4']['all']:.3f}, "
+                          if "check_ko4" in o else "")
                        + f"threshold {o['threshold']:.2f} (seed {v.get('seed', 0)}: {v['threshold']:.2f}).")
     return out
+
+
+def _ko34(v: dict) -> str:
+    ks = [v.get(k, {}).get("all") for k in ("check_ko3", "check_ko4")]
+    return " / ".join(f"{k['f1']:.3f}" for k in ks) if all(ks) else "—"
 
 
 def _ko2(v: dict) -> str:
