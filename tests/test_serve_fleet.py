@@ -105,6 +105,8 @@ def fleet(artifacts):
 
 
 def test_both_replicas_answer_and_protocols_hold_through_ray(fleet):
+    c = triton.InferenceServerClient(fleet.url.removeprefix("http://"), network_timeout=30)
+    before = c.get_inference_statistics("detector")["model_stats"][0]
     seen = {}
     for _ in range(40):
         r = httpx.post(fleet.url + "/v1/detect", json=ITEM, timeout=30)
@@ -113,12 +115,17 @@ def test_both_replicas_answer_and_protocols_hold_through_ray(fleet):
     assert len(seen) == 2, seen  # two model replicas, each loading the artifact once
     a, b = seen.values()
     assert a["deviation_probability"] == pytest.approx(b["deviation_probability"], abs=1e-6)
-    c = triton.InferenceServerClient(fleet.url.removeprefix("http://"), network_timeout=30)
     assert c.is_server_ready() and c.is_model_ready("detector")
     r = c.infer("detector", [_bytes_input("persona", [ITEM["persona"]], True),
                              _bytes_input("user", [ITEM["user"]], True), _bytes_input("reply", [ITEM["reply"]], True)])
     assert r.as_numpy("deviation_probability")[0] == pytest.approx(a["deviation_probability"], abs=1e-6)
     assert r.as_numpy("label")[0].decode() == a["label"]
+    # the ingress counts for the whole fleet: one request at a time is one execution each, on whichever replica
+    # (batch numbers repeat across replicas and must still count apart)
+    after = c.get_inference_statistics("detector")["model_stats"][0]
+    assert after["inference_count"] - before["inference_count"] == 41
+    assert after["execution_count"] - before["execution_count"] == 41
+    assert after["inference_stats"]["queue"]["count"] - before["inference_stats"]["queue"]["count"] == 41
 
 
 @pytest.mark.parametrize("body,headers,status,needle", BAD_V2[:6] + BAD_V2[-3:], ids=[b[3] for b in BAD_V2[:6] + BAD_V2[-3:]])

@@ -109,8 +109,51 @@ def test_tritonclient_infer_equals_v1_detect(detector, binary):
         assert _as_str(r.as_numpy("label")) == [x["label"] for x in v1]
 
 
+def test_tritonclient_statistics_and_repository_index(artifacts):
+    """Triton's statistics extension counts what this server answered, per phase, through tritonclient's
+    get_inference_statistics (all models, one model, one version); the repository index lists the one model, and
+    load / unload are refused with the reason, since the model is fixed at start."""
+    from tritonclient.utils import InferenceServerException
+
+    with Server(ServeConfig(artifact_dir=str(artifacts), port=_free_port(), max_items=8, reject_long=True)) as s:
+        c = _client(s)
+        assert {"statistics", "model_repository"} <= set(c.get_server_metadata()["extensions"])
+        assert c.get_model_repository_index() == [{"name": "detector", "version": "1", "state": "READY"}]
+        zero = c.get_inference_statistics("detector")["model_stats"][0]
+        assert zero["inference_count"] == 0 and zero["inference_stats"]["success"] == {"count": 0, "ns": 0}
+        for n in (3, 1, 1):
+            c.infer("detector", [_bytes_input("persona", [i["persona"] for i in ITEMS[:n]], True),
+                                 _bytes_input("reply", [i["reply"] for i in ITEMS[:n]], True)])
+        assert httpx.post(s.url + "/v1/detect", json={"items": ITEMS[:2]}).status_code == 200
+        long = {"persona": "p", "reply": "word " * 400}  # past the largest bucket (64 tokens): 413 with --reject-long
+        assert httpx.post(s.url + "/v1/detect", json={"items": [long]}).status_code == 413
+        stats = [c.get_inference_statistics(*a)["model_stats"] for a in ((), ("detector",), ("detector", "1"))]
+        assert stats[0] == stats[1] == stats[2]
+        m = stats[0][0]
+        assert (m["name"], m["version"], m["inference_count"]) == ("detector", "1", 3 + 1 + 1 + 2)
+        st_ = m["inference_stats"]
+        assert st_["success"]["count"] == 4 and st_["fail"]["count"] == 1
+        for phase in ("queue", "compute_input", "compute_infer", "compute_output"):
+            assert st_[phase]["count"] == 4, phase
+        assert st_["compute_infer"]["ns"] > 0 and st_["success"]["ns"] >= st_["compute_infer"]["ns"]
+        # requests one at a time: one runtime execution each, recorded under its number of rows
+        assert m["execution_count"] == 4 and m["last_inference"] > 0
+        assert {b["batch_size"]: b["compute_infer"]["count"] for b in m["batch_stats"]} == {3: 1, 1: 2, 2: 1}
+        with pytest.raises(InferenceServerException) as e:
+            c.get_inference_statistics("nobody")
+        assert "unknown model" in str(e.value)
+        for call in (lambda: c.load_model("detector"), lambda: c.unload_model("detector")):
+            with pytest.raises(InferenceServerException) as e:
+                call()
+            assert "fixed when it starts" in str(e.value)
+        assert httpx.post(s.url + "/v2/repository/index", json={"ready": "yes"}).status_code == 400
+        metrics = httpx.get(s.url + "/metrics").text
+        assert 'route="/v2/models/stats"' in metrics and 'route="/v2/repository/models/{name}/load"' in metrics
+
+
 def test_v2_metadata_errors_and_replica_header(detector):
-    assert httpx.get(detector.url + "/v2").json()["extensions"] == ["binary_tensor_data", "model_configuration"]
+    assert httpx.get(detector.url + "/v2").json()["extensions"] == ["binary_tensor_data", "model_configuration",
+                                                                    "statistics", "model_repository"]
     assert httpx.get(detector.url + "/v2/models/other").status_code == 404
     r = httpx.post(detector.url + "/v2/models/detector/infer", json={"inputs": [
         {"name": "persona", "datatype": "BYTES", "shape": [1], "data": [ITEM["persona"]]},

@@ -167,6 +167,7 @@ class Batcher:
         self.tokenizer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="npuport-tokenize")
         self.metrics = metrics  # BatchMetrics (serve/metrics.py) or None
         self._task: asyncio.Task | None = None
+        self.batches = 0  # runtime executions so far
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._loop())
@@ -184,7 +185,9 @@ class Batcher:
         """Padded tokens the rows cost: each is computed at its bucket's length."""
         return sum(self.engine.router.bucket_for(len(r)) for r in rows)
 
-    async def submit(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+    async def submit(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], tuple]:
+        """(logits, buckets, timing) for rows; timing: (seconds queued, seconds the batch ran, the batch's number
+        in this batcher, rows in the batch), for the statistics route (serve/stats.py)."""
         fut = asyncio.get_running_loop().create_future()
         await self.queue.put((rows, fut, time.perf_counter()))
         self._queued()
@@ -226,10 +229,13 @@ class Batcher:
                     if not fut.done():
                         fut.set_exception(e)
                 continue
+            ran = time.perf_counter() - t0
             if self.metrics:
-                self.metrics.on_batch(len(rows), self._tokens(rows), buckets, waits, time.perf_counter() - t0)
+                self.metrics.on_batch(len(rows), self._tokens(rows), buckets, waits, ran)
+            self.batches += 1
             k = 0
-            for req, fut, _ in batch:
+            for (req, fut, _), wait in zip(batch, waits):
                 if not fut.done():
-                    fut.set_result((logits[k : k + len(req)], buckets[k : k + len(req)]))
+                    fut.set_result((logits[k : k + len(req)], buckets[k : k + len(req)],
+                                    (wait, ran, self.batches, len(rows))))
                 k += len(req)

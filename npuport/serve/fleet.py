@@ -125,13 +125,13 @@ class ModelReplica:
         self.replica = serve.get_replica_context().replica_id.unique_id
         self.batcher: Batcher | None = None
 
-    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str]:
+    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str, tuple]:
         if self.batcher is None:  # created on the replica's own event loop
             self.batcher = Batcher(self.engine, self.cfg.max_batch, self.cfg.max_wait_ms, RayBatchMetrics(),
                                    max_tokens=self.cfg.max_batch_tokens)
             self.batcher.start()
-        logits, buckets = await self.batcher.submit(rows)
-        return logits, buckets, self.replica
+        logits, buckets, timing = await self.batcher.submit(rows)
+        return logits, buckets, self.replica, timing
 
     def identity(self) -> dict:
         """This replica's id and process (operators and tests signal it)."""
@@ -172,7 +172,7 @@ class RayPool:
     async def tokenize(self, items: list) -> list[Encoded]:
         return await asyncio.get_running_loop().run_in_executor(self.tokenizer_pool, self.front.encode, items)
 
-    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str]:
+    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str, tuple]:
         from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
 
         try:

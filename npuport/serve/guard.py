@@ -16,9 +16,11 @@ from fastapi.responses import JSONResponse
 
 # Metrics are labelled by route template: any other path counts as "other" (no label per probed URL).
 ROUTES = ("/v1/detect", "/v1/classify", "/v1/model", "/healthz", "/metrics", "/", "/docs", "/docs/oauth2-redirect",
-          "/openapi.json", "/redoc", "/predict", "/health", "/info", "/v2", "/v2/health/live", "/v2/health/ready")
+          "/openapi.json", "/redoc", "/predict", "/health", "/info", "/v2", "/v2/health/live", "/v2/health/ready",
+          "/v2/models/stats", "/v2/repository/index")
 # a model's routes, with or without its version (never part of the metrics label: a client chooses it)
-V2_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready|/config|/infer)?$")
+V2_MODEL = re.compile(r"^/v2/models/([^/]+)(?:/versions/[^/]+)?(/ready|/config|/stats|/infer)?$")
+V2_CONTROL = re.compile(r"^/v2/repository/models/([^/]+)/(load|unload)$")
 # Triton clients send binary tensors with no Content-Type (or octet-stream); the V2 infer route takes those too.
 V2_TYPES = ("", "application/json", "application/octet-stream")
 
@@ -70,6 +72,8 @@ class Guard:
         m = V2_MODEL.match(path)
         if m and m.group(1) == self.model_name:
             return "/v2/models/{name}" + (m.group(2) or "")
+        if m := V2_CONTROL.match(path):  # any name: the answer is the same refusal
+            return "/v2/repository/models/{name}/" + m.group(2)
         return "other"
 
     def inference(self, method: str, path: str) -> bool:
@@ -95,7 +99,7 @@ class Guard:
                 return 401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)"
         if scope["method"] == "POST":
             ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()
-            v2 = V2_MODEL.match(path)
+            v2 = V2_MODEL.match(path) or path.startswith("/v2/repository/")  # tritonclient sends no Content-Type
             if ctype != "application/json" and not (v2 and ctype in V2_TYPES):
                 return 415, f"Content-Type must be application/json, not {ctype or 'absent'!r}"
             n = headers.get(b"content-length")

@@ -30,7 +30,8 @@ class Pool(Protocol):
 
     async def tokenize(self, items: list) -> list[Encoded]: ...
 
-    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str]: ...  # logits, buckets, replica
+    # logits, buckets, replica, timing (Batcher.submit's: queued s, batch s, batch number, batch rows)
+    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str, tuple]: ...
 
     async def metrics_text(self) -> bytes: ...  # model-side series beyond the app's own registry
 
@@ -67,9 +68,9 @@ class LocalPool:
     async def tokenize(self, items: list) -> list[Encoded]:
         return await self.batcher.tokenize(items)
 
-    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str]:
-        logits, buckets = await self.batcher.submit(rows)
-        return logits, buckets, self.replica
+    async def infer(self, rows: list[np.ndarray]) -> tuple[np.ndarray, list[int], str, tuple]:
+        logits, buckets, timing = await self.batcher.submit(rows)
+        return logits, buckets, self.replica, timing
 
     async def metrics_text(self) -> bytes:
         return b""  # the batcher records into the app's registry

@@ -19,6 +19,7 @@ from .engine import Front, TooLong
 from .guard import error
 from .metrics import RequestMetrics
 from .pool import Pool, ReplicaLost
+from .stats import ModelStats
 
 REPLICA_HEADER = "X-Npuport-Replica"  # which replica computed the answer (one process: local-PID)
 RETRY_AFTER_S = 1
@@ -28,6 +29,7 @@ class Service:
     def __init__(self, cfg, pool: Pool, metrics: RequestMetrics, name: str):
         self.cfg, self.pool, self.metrics, self.name = cfg, pool, metrics, name
         self.started = False  # the app's lifespan has begun (and not ended)
+        self.stats = ModelStats()  # Triton's statistics extension (serve/stats.py)
 
     @property
     def ready(self) -> bool:
@@ -48,13 +50,24 @@ class Service:
         them; `logits`: each answer also holds its row of raw logits (TEI's raw_scores). Raises TooLong and
         ReplicaLost; `respond` turns them into HTTP answers."""
         t0 = time.perf_counter()
-        enc = await self.pool.tokenize(items)
-        self.metrics.tokenization.observe(time.perf_counter() - t0)
-        rows, buckets, replica = await self.pool.infer([x.tokens for x in enc])
+        try:
+            enc = await self.pool.tokenize(items)
+            tokenized = time.perf_counter()
+            self.metrics.tokenization.observe(tokenized - t0)
+            rows, buckets, replica, timing = await self.pool.infer([x.tokens for x in enc])
+        except Exception:  # too long, a lost replica, a runtime error: counted, then answered by `respond`
+            self.stats.failed(time.perf_counter() - t0)
+            raise
+        t1 = time.perf_counter()
         front = self.front
-        return [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated,
-                 **({"logits": [float(v) for v in z]} if logits else {})}
-                for z, b, x in zip(rows, buckets, enc)], replica
+        out = [{**answer(front, z), "threshold": front.threshold, "bucket": int(b), "truncated": x.truncated,
+                **({"logits": [float(v) for v in z]} if logits else {})}
+               for z, b, x in zip(rows, buckets, enc)]
+        t2 = time.perf_counter()
+        queue_s, infer_s, batch, batch_rows = timing
+        self.stats.answered(len(items), t2 - t0, tokenized - t0, (queue_s, infer_s, (replica, batch), batch_rows),
+                            t2 - t1)
+        return out, replica
 
     async def respond(self, handler: Callable[[], Awaitable[JSONResponse]]) -> JSONResponse:
         """Run a route's handler under readiness, the deadline and the failure table above."""
@@ -63,6 +76,7 @@ class Service:
         try:
             return await asyncio.wait_for(handler(), self.cfg.request_timeout_s)
         except asyncio.TimeoutError:
+            self.stats.failed(self.cfg.request_timeout_s)
             return error(504, f"no answer within {self.cfg.request_timeout_s:g} s (--request-timeout); the service "
                               "is overloaded")
         except TooLong as e:

@@ -5,6 +5,8 @@ then each tensor's raw bytes (BYTES elements as a 4-byte little-endian length an
     GET  /v2                          server metadata
     GET  /v2/health/live, /ready      probes (open like /healthz)
     GET  /v2/models/{name}[/ready]    model metadata: inputs and outputs with datatypes and shapes
+    GET  /v2/models/{name}/config     Triton's model configuration; /stats its statistics (also /v2/models/stats)
+    POST /v2/repository/index         the one model and its state (load / unload: 400, the model is fixed)
     POST /v2/models/{name}/infer      detector: persona, user?, reply BYTES [N] -> deviation_probability FP32 [N],
                                       label BYTES [N]; classifier: text, text_pair? BYTES [N] -> scores FP32
                                       [N, num_labels], label BYTES [N]
@@ -24,7 +26,7 @@ from fastapi.responses import JSONResponse, Response
 
 from .._version import __version__
 from ..detector.data import Example
-from .guard import error
+from .guard import error, parse_json
 from .schemas import ErrorBody
 from .service import REPLICA_HEADER, Service
 
@@ -231,7 +233,8 @@ def add_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/v2")
     async def server_metadata():
-        return {"name": "npuport", "version": __version__, "extensions": ["binary_tensor_data", "model_configuration"]}
+        return {"name": "npuport", "version": __version__,
+                "extensions": ["binary_tensor_data", "model_configuration", "statistics", "model_repository"]}
 
     @app.get("/v2/health/live")
     async def live():
@@ -261,13 +264,48 @@ def add_routes(app: FastAPI, svc: Service) -> None:
             return bad
         return model_config(svc)
 
+    async def stats(name: str, version: str = "1"):
+        if (bad := _unknown(svc, name, version)) is not None:
+            return bad
+        return {"model_stats": [svc.stats.to_json(svc.name)]}
+
+    async def all_stats():
+        return {"model_stats": [svc.stats.to_json(svc.name)]}
+
+    # before /v2/models/{name}, which would take "stats" for a model's name
+    app.add_api_route("/v2/models/stats", all_stats, methods=["GET"])
     # KServe V2 names a model with or without its version (this server has version 1 only); /config is Triton's
-    # model-configuration extension, which tritonclient's get_model_config reads
-    for path, fn, extra in (("", metadata, {}), ("/ready", model_ready, LOADING), ("/config", config, {})):
+    # model-configuration extension, which tritonclient's get_model_config reads; /stats its statistics extension
+    for path, fn, extra in (("", metadata, {}), ("/ready", model_ready, LOADING), ("/config", config, {}),
+                            ("/stats", stats, {})):
         for prefix in ("/v2/models/{name}", "/v2/models/{name}/versions/{version}"):
             app.add_api_route(prefix + path, fn, methods=["GET"], responses={**UNKNOWN, **extra},
                               include_in_schema=not prefix.endswith("}/versions/{version}"))
+    _add_repository(app, svc)
     _add_infer(app, svc)
+
+
+def _add_repository(app: FastAPI, svc: Service) -> None:
+    """Triton's model-repository extension as a server started with one model and no model control: the index
+    lists it; load and unload are refused (Triton's answer in that mode is a 400 too)."""
+
+    @app.post("/v2/repository/index")
+    async def index(request: Request):
+        body, why = parse_json(await request.body() or b"{}")
+        if why or not isinstance(body, dict) or not isinstance(body.get("ready", False), bool):
+            return error(400, why or 'the index request is a JSON object, {"ready": true|false} or {}')
+        state = "READY" if svc.ready else "LOADING"
+        return [] if body.get("ready") and not svc.ready else [{"name": svc.name, "version": "1", "state": state}]
+
+    def control(action: str):
+        async def refuse(name: str):
+            return error(400, f"cannot {action} {name!r}: npuport serve holds one model, fixed when it starts; to "
+                              "serve another artifact, start `npuport serve` with it")
+        return refuse
+
+    for action in ("load", "unload"):  # out of the OpenAPI schema: routes that only ever refuse, Triton's way
+        app.add_api_route(f"/v2/repository/models/{{name}}/{action}", control(action), methods=["POST"],
+                          include_in_schema=False)
 
 
 def _add_infer(app: FastAPI, svc: Service) -> None:
