@@ -10,7 +10,7 @@ import shutil
 import tempfile
 import time
 
-from common import meta, write_result
+from common import demo_build, meta, write_result
 
 from npuport.api import ModelSource, PortConfig, port
 from npuport.detector.demo import DemoBuildConfig, build_demo
@@ -44,7 +44,7 @@ def main():
                     "p50_ms_at_128": r["p50_ms"], "execution_precision": r.get("execution_precision"), "pass": r["pass"]}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    write_result("b4_b6_precision", {**meta("b4_b6_precision.py"), "model": "demo detector", "seconds": round(time.perf_counter() - t0, 1),
+    write_result("b4_b6_precision", {**meta("b4_b6_precision.py"), "model": "demo detector", "demo": demo_build(root), "seconds": round(time.perf_counter() - t0, 1),
                                      "results": out})
 
 

@@ -28,6 +28,12 @@ def meta(script: str) -> dict:
             "machine": machine(), "versions": versions(), "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",) if os.environ.get(k)}}
 
 
+def demo_build(root) -> dict:
+    """Which demo detector a benchmark measured (its build record, build.json): a new demo version means new figures."""
+    b = json.loads((Path(root) / "build.json").read_text())
+    return {k: b.get(k) for k in ("demo_version", "init", "seed", "npuport_version")}
+
+
 def write_result(name: str, data: dict) -> Path:
     from npuport.fsio import atomic_write
 

@@ -24,7 +24,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from common import RESULTS, meta, write_result
+from common import RESULTS, demo_build, meta, write_result
 
 # target -> port flags (none beyond the backend and the precision a user must name: each target's default recipe)
 TARGETS = {
@@ -87,7 +87,7 @@ def main():
         rc, tail, wall = _cli(port_args, a.timeout)
     entry = {"port": " ".join(["npuport", *port_args[:1], "DEMO_MODEL", *port_args[2:]]).replace(str(tmp), "TMP")
              .replace(str(val), "val.jsonl"), "port_rc": rc, "port_wall_s": round(wall, 1), "gate_rows": a.gate_rows,
-             "rows_per_split": a.rows or "all"}
+             "rows_per_split": a.rows or "all", "demo": demo_build(demo)}
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {"backends": {}}
     built = [(r, p, b) for r, by in report["backends"].items() for p, b in by.items() if b.get("artifact")]
     refused = [b for by in report["backends"].values() for b in by.values() if b.get("refused")]

@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import CPUID_AVX2, RESULTS, cpuid_avx2_env, cpuid_seen, meta, write_result
+from common import CPUID_AVX2, RESULTS, cpuid_avx2_env, cpuid_seen, demo_build, meta, write_result
 
 from npuport.api import BenchConfig, ModelSource, PortConfig, VerifyConfig, bench, port, verify
 from npuport.detector.demo import DemoBuildConfig, build_demo
@@ -272,8 +272,12 @@ def main():
         for part in parts:
             t0 = time.perf_counter()
             head = meta("p11_int8.py")
-            kept = (previous.get("decisions") or {}).get("variants", {}) if args.variants else {}
-            body = {"decisions": lambda: {"variants": {**kept, **decisions(root, tmp, prog, args.variants)}},
+            last = previous.get("decisions") or {}
+            # variants kept from the last run only when it measured the same demo build (else they are dropped)
+            same = root is not None and last.get("demo") == demo_build(root)
+            kept = last.get("variants", {}) if args.variants and same else {}
+            body = {"decisions": lambda: {"demo": demo_build(root),
+                                          "variants": {**kept, **decisions(root, tmp, prog, args.variants)}},
                     "overhead": lambda: overhead(root, tmp, prog),
                     "speed": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed"]),
                     "speed_base": lambda: speed(tmp, args.runs, prog, SPEED_PRESETS["speed_base"]),

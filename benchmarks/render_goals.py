@@ -223,8 +223,11 @@ def _npu_verified(results):
         s = t.get("splits") or {}
         done = {k: s[k] for k in ("test", "test_family") if "decision_agreement" in s.get(k, {})}
         if len(done) == 2:
+            d = t.get("demo")
+            which = f"demo v{d['demo_version']}" if d else f"a demo build before v8, {t['date'][:10]}"
             yield ({"name": name}, ", ".join(f"{k} {v['decision_agreement']:.2%} ({v['rows']} rows)"
-                                             for k, v in done.items()), (min(v["decision_agreement"] for v in done.values()),))
+                                             for k, v in done.items()) + f" ({which})",
+                   (min(v["decision_agreement"] for v in done.values()),))
         elif done:  # a run on one split (npu_verify.py --splits): the goal needs both
             missing = ", ".join(k for k in ("test", "test_family") if k not in done)
             yield ({"name": name}, ", ".join(f"{k} {v['decision_agreement']:.2%} ({v['rows']} rows)" for k, v in done.items())
@@ -278,7 +281,7 @@ GOALS = [
          _vs_peer),
     Goal("bf16 @512 (OpenVINO's CPU default here): npuport vs optimum-intel default", "b1_latency_mmbert_base_512",
          (Bar(">=", 1.0),), _bf16_vs_peer),
-    Goal("int8 {0} eager fp32 @512", "b1_latency_mmbert_base_512", (Bar(">=", 2, times),), _int8_b1),
+    Goal("int8, ONNX Runtime dynamic (B1; calibrated static int8: the P11 rows) {0} eager fp32 @512", "b1_latency_mmbert_base_512", (Bar(">=", 2, times),), _int8_b1),
     Goal("jitter of best backend ≤ eager's", "b1_latency_mmbert_base_512", (Bar("<=", 0.0),), _jitter_vs_eager),
     Goal("jitter of best backend {0}", "b1_latency_mmbert_base_512", (Bar("<=", 1.10, "{:.2f}".format),), _jitter),
     Goal("{0} of measured fp32 GEMM peak", "b3_efficiency", (Bar(">=", 0.9, pct),), _gemm_share),
@@ -302,7 +305,7 @@ GOALS = [
          (Bar(">=", 0.9999), Bar("<=", 1e-2, _sci)), _lm_control),
     Goal("LM step tokens/s on ONNX Runtime {0} eager (equal threads, interleaved)", "lm_throughput",
          (Bar(">=", 1.0, times1),), _lm_ort),
-    Goal("int8 {0} decision agreement vs fp32 (demo test split)", "b4_b6_precision", (Bar(">=", 0.99, pct),), _int8_b4),
+    Goal("int8, ONNX Runtime dynamic (B4; calibrated static int8: the P11 rows) {0} decision agreement vs fp32 (demo test split)", "b4_b6_precision", (Bar(">=", 0.99, pct),), _int8_b4),
     Goal("`npuport demo` with an empty cache (2-core budget, set for AVX2): wall {0}, peak memory {1}", "demo",
          (Bar("<=", 600, "{:.0f} s".format), Bar("<=", 2.5, "{:.1f} GB".format)), _demo_budget),
     Goal("`npuport demo` with an empty cache, capped at AVX2 on this machine ({name}): wall {0}, peak memory {1}",
@@ -493,8 +496,10 @@ def _default_recipe_rows(results):
         if not name.startswith(f"{v['runtime']} default") or v.get("refused"):  # not "... (the default before)"
             continue
         fam = v.get("family_decision_agreement")
+        d = r["decisions"].get("demo")
         shown = (f"{name}: test {v['decision_agreement']:.2%} ({v['rows']} rows), test_family "
-                 + (f"{fam:.2%}" if fam is not None else "not measured"))
+                 + (f"{fam:.2%}" if fam is not None else "not measured")
+                 + (f" (demo v{d['demo_version']})" if d else f" (a demo build before v8, {r['decisions']['date'][:10]})"))
         yield ({"runtime": v["runtime"]}, shown, (min(v["decision_agreement"], fam) if fam is not None else None,),
                _flags(r["decisions"]), (_decisions_bar(r),))
 

@@ -82,6 +82,12 @@ def ethosu_compile_time_section(r: dict, link: str) -> list[str]:
     return out
 
 
+def demo_build(t: dict) -> str:
+    """The demo detector a run ported: its data version and seed, or (runs before v8 recorded it) its date."""
+    d = t.get("demo")
+    return f"v{d['demo_version']}, seed {d['seed']}" if d else f"not recorded (before v8; {t['date'][:10]})"
+
+
 def npu_verify_section(r: dict, link: str) -> list[str]:
     """P13 done-when #1: each integer NPU's default recipe ported as a user does, then `npuport verify` on every row
     of the two unseen splits (npu_verify.json: one entry per target, each run on its own)."""
@@ -92,11 +98,11 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
            "sample where the row count says so: the reference model takes seconds per row), rows never used for "
            "calibration or gating. qnn executes in Qualcomm's x86 HTP simulator, ethos-u in the TOSA reference model "
            f"([script]({link}/npu_verify.py), [JSON]({link}/results/{r['_file']})).", "",
-           *head("| target | recipe | executes | gate (val) | test | test_family | max abs Δlogit | PSNR dB "
-                 "(logits, lower split) | s per row (test / test_family; beside other jobs) | machine |")]
+           *head("| target | demo build | recipe | executes | gate (val) | test | test_family | max abs Δlogit | "
+                 "PSNR dB (logits, lower split) | s per row (test / test_family; beside other jobs) | machine |")]
     for name, t in r["targets"].items():
         if "splits" not in t:
-            out.append(row(name, "—", "—", "—", "—", "—", "—", "—", "—",
+            out.append(row(name, demo_build(t), "—", "—", "—", "—", "—", "—", "—", "—",
                            f"port exit {t.get('port_rc')}: {(t.get('failed') or '')[-200:]}"))
             continue
         s = t["splits"]
@@ -108,7 +114,7 @@ def npu_verify_section(r: dict, link: str) -> list[str]:
         recipe = f"{t.get('device') or ''} {t['precision']}, 16-bit activations in " + (
             every if raised == ["all"] or t.get("int16_every_group") else ", ".join(raised) or "none")
         psnr = min((v["psnr_db"] for v in done if v.get("psnr_db") is not None), default=None)
-        out.append(row(name, recipe, t.get("executes") or "—", f"{t['gate']:.1%}" if t.get("gate") is not None
+        out.append(row(name, demo_build(t), recipe, t.get("executes") or "—", f"{t['gate']:.1%}" if t.get("gate") is not None
                        else "—", *cells, f"{max(v['max_abs_logit_diff'] for v in done):.2f}" if done else "—",
                        f"{psnr:.1f}" if psnr is not None else "—",
                        " / ".join(f"{v['s_per_row']:.2f}" for v in done) or "—", machine_line(t)))

@@ -301,7 +301,10 @@ def b3_section(r: dict, link: str) -> list[str]:
 
 
 def b4_section(r: dict, link: str) -> list[str]:
-    out = [f"**B4/B6 lower precision** on the trained demo detector, drift vs eager fp32 and decisions on the demo test split "
+    d = r.get("demo")
+    which = (f"demo data v{d['demo_version']}, {d['init']}, seed {d['seed']}" if d
+             else f"a demo build before v8, {r['date'][:10]}: its version was not recorded")
+    out = [f"**B4/B6 lower precision** on the trained demo detector ({which}), drift vs eager fp32 and decisions on the demo test split "
            f"([script]({link}/b4_b6_precision.py), [JSON]({link}/results/{r['_file']})).", "",
            *head("| precision | backend | ran as | max abs Δlogit | max abs Δprob | decisions agree (test) | p50 ms @128 |")]
     for prec, per in r["results"].items():
@@ -737,7 +740,10 @@ def p11_section(r: dict, link: str) -> list[str]:
     out = []
     dec = r.get("decisions")
     if dec:
-        out += [f"**Calibrated int8 that holds decisions (P11)** — the demo detector at buckets 32/64/128; calibrated on "
+        d = dec.get("demo") or {}
+        which = (f"the demo detector (demo data v{d['demo_version']}, {d['init']}, seed {d['seed']})" if d
+                 else "the demo detector (a demo build before v8: its version was not recorded)")
+        out += [f"**Calibrated int8 that holds decisions (P11)** — {which} at buckets 32/64/128; calibrated on "
                 f"256 train rows, gated on the val split ({r['goal_agreement']:.1%} bar; `--keep-fp32 auto` rounds), "
                 f"reported by `npuport verify` against eager fp32 on the test split (unseen personas) and on test_family "
                 f"(unseen personas in a template family no training row saw) ({src}). {machine_line(dec)}.", "",
