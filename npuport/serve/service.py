@@ -64,9 +64,8 @@ class Service:
                 **({"logits": [float(v) for v in z]} if logits else {})}
                for z, b, x in zip(rows, buckets, enc)]
         t2 = time.perf_counter()
-        queue_s, infer_s, batch, batch_rows = timing
-        self.stats.answered(len(items), t2 - t0, tokenized - t0, (queue_s, infer_s, (replica, batch), batch_rows),
-                            t2 - t1)
+        self.stats.answered(len(items), total_s=t2 - t0, tokenize_s=tokenized - t0, output_s=t2 - t1, replica=replica,
+                            timing=timing)
         return out, replica
 
     async def respond(self, handler: Callable[[], Awaitable[JSONResponse]]) -> JSONResponse:

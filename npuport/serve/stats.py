@@ -36,9 +36,12 @@ class ModelStats:
         c[0] += 1
         c[1] += int(seconds * 1e9)
 
-    def answered(self, items: int, total_s: float, tokenize_s: float, timing, output_s: float) -> None:
-        """One request answered. timing: (queue_s, infer_s, batch_key, batch_rows) from the replica's batcher."""
-        queue_s, infer_s, key, rows = timing
+    def answered(self, items: int, *, total_s: float, tokenize_s: float, output_s: float, replica: str,
+                 timing: tuple) -> None:
+        """One request answered by `replica`. timing: (queue_s, infer_s, batch_no, batch_rows) from that replica's
+        batcher; a batch is one execution however many requests it answered, so it counts once per (replica, batch)."""
+        queue_s, infer_s, batch_no, rows = timing
+        key = (replica, batch_no)
         self.add("success", total_s)
         self.add("compute_input", tokenize_s)
         self.add("queue", queue_s)
