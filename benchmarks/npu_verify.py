@@ -60,6 +60,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=1, help="splits verified at once (2: both splits side by side, each "
                     "verify's s per row then counts the other's load)")
     ap.add_argument("--timeout", type=int, default=3 * 3600)
+    ap.add_argument("--note", default="", help="what this run is (recorded in its entry and rendered under the table)")
     a = ap.parse_args()
     splits = [x for x in a.splits.split(",") if x]
     if not splits or set(splits) - set(SPLITS):
@@ -87,7 +88,7 @@ def main():
         rc, tail, wall = _cli(port_args, a.timeout)
     entry = {"port": " ".join(["npuport", *port_args[:1], "DEMO_MODEL", *port_args[2:]]).replace(str(tmp), "TMP")
              .replace(str(val), "val.jsonl"), "port_rc": rc, "port_wall_s": round(wall, 1), "gate_rows": a.gate_rows,
-             "rows_per_split": a.rows or "all", "demo": demo_build(demo)}
+             "rows_per_split": a.rows or "all", "demo": demo_build(demo), **({"note": a.note} if a.note else {})}
     report = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {"backends": {}}
     built = [(r, p, b) for r, by in report["backends"].items() for p, b in by.items() if b.get("artifact")]
     refused = [b for by in report["backends"].values() for b in by.values() if b.get("refused")]
