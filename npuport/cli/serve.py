@@ -39,6 +39,8 @@ def register(sub) -> None:
     sv.add_argument("--threads", type=positive_int, help="runtime threads of the one process (default: the "
                     "artifact's, else the runtime's own); a fleet's replicas take --replica-threads")
     sv.add_argument("--model-name", help="the model's name in KServe V2 routes (default: detector, or classifier)")
+    sv.add_argument("--grpc-port", type=int, metavar="PORT", help="also speak KServe V2 over gRPC on this port "
+                    "(tritonclient.grpc; the same model, limits and API key; pip install \"npuport[grpc]\")")
     f = sv.add_argument_group("a fleet on Ray Serve (pip install \"npuport[ray]\"): the same app, model replicas "
                               "behind it")
     f.add_argument("--replicas", type=positive_int, help="model replicas, each loading the artifact once and "
@@ -92,7 +94,7 @@ def run(args) -> int:
                       public_metrics=args.public_metrics, allowed_hosts=tuple(args.allowed_hosts),
                       max_concurrent_requests=args.max_concurrent_requests, request_timeout_s=args.request_timeout,
                       allow_unverified=args.allow_unverified, require_signature=args.require_signature,
-                      model_name=args.model_name, threads=args.threads)
+                      model_name=args.model_name, threads=args.threads, grpc_port=args.grpc_port)
     if args.threads and (args.replicas or args.autoscale):
         raise ConfigError("--threads sets the one process's threads; a fleet's replicas take --replica-threads N")
     fleet_flags = [f for f, on in (("--replica-resources", args.replica_resources), ("--ray-address", args.ray_address),
@@ -104,6 +106,9 @@ def run(args) -> int:
                               "--replicas N (or --autoscale MIN:MAX)")
         serve(cfg)
         return 0
+    if args.grpc_port is not None:
+        raise ConfigError("--grpc-port serves KServe V2 over gRPC from the one process; a fleet's ingress speaks "
+                          "HTTP only (KServe V2 at /v2/models/NAME/infer): drop --grpc-port, or --replicas / --autoscale")
     if args.replicas is not None and args.autoscale is not None:
         raise ConfigError("give --replicas N or --autoscale MIN:MAX, not both")
     from ..serve import fleet

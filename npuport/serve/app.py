@@ -65,10 +65,13 @@ class ServeConfig:
     require_signature: str | None = None  # public key: serve only an artifact signed with its private key
     model_name: str | None = None  # the KServe V2 model name (default: detector, or classifier)
     threads: int | None = None  # the runtime's threads (default: the artifact's, else the runtime's own)
+    grpc_port: int | None = None  # also KServe V2 over gRPC on this port (serve/v2_grpc.py)
 
     def __post_init__(self):
         if not (0 < self.port < 65536):
             raise ConfigError(f"--port {self.port} must be in 1..65535")
+        if self.grpc_port is not None and not (0 < self.grpc_port < 65536 and self.grpc_port != self.port):
+            raise ConfigError(f"--grpc-port {self.grpc_port} must be in 1..65535 and differ from --port {self.port}")
         if self.max_items < 1 or self.max_body_bytes < 1024:
             raise ConfigError("--max-items must be >= 1 and the body limit >= 1024 bytes")
         if self.max_concurrent_requests < 1 or self.request_timeout_s <= 0 or self.max_batch_tokens < 1:
@@ -104,13 +107,20 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
     is_detector = pool.front.task.is_detector
     svc = Service(cfg, pool, metrics, cfg.model_name or ("detector" if is_detector else "classifier"))
 
+    grpc_v2 = _grpc_module() if cfg.grpc_port else None  # before binding anything: the extra must be installed
+
     @asynccontextmanager
     async def lifespan(app):
+        server = await grpc_v2.start(svc, cfg.host, cfg.grpc_port, key, cfg.max_body_bytes) if grpc_v2 else None
         await pool.start()
         svc.started = True
-        yield
-        svc.started = False
-        await pool.stop()
+        try:
+            yield
+        finally:
+            svc.started = False
+            if server is not None:
+                await server.stop(grace=5)
+            await pool.stop()
 
     errors = {code: {"model": ErrorBody} for code in (400, 401)}
     what = ("npuport persona-deviation detector", "Flags replies in which an AI character broke persona.") if is_detector \
@@ -122,7 +132,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
     open_routes = {"/healthz", "/v2/health/live", "/v2/health/ready", ("GET", "/"),
                    *(("/health",) if not is_detector else ()), *(("/metrics",) if cfg.public_metrics else ())}
     app.add_middleware(Guard, cfg=cfg, key=key, allowed=cfg.hosts(), open_routes=open_routes, metrics=metrics,
-                       model_name=svc.name)
+                       svc=svc)
     _info_routes(app, svc, registry, key)
     Item, Batch = make_request_models(cfg.max_chars, cfg.max_items, detector=is_detector)
     _detect_route(app, svc, Item, Batch)
@@ -131,6 +141,15 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
         tei.add_routes(app, svc)
     _document_bodies(app, Item, Batch)
     return app
+
+
+def _grpc_module():
+    try:
+        from . import v2_grpc
+    except ImportError as e:
+        raise ConfigError(f"--grpc-port needs gRPC and the KServe protocol's stubs ({e.name} is missing): "
+                          'pip install "npuport[grpc]"') from None
+    return v2_grpc
 
 
 def _info_routes(app: FastAPI, svc: Service, registry, key: str | None) -> None:

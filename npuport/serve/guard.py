@@ -58,12 +58,11 @@ def _limited(receive, limit: int):
 class Guard:
     """open_routes: paths (any method) or (method, path) pairs that need no API key."""
 
-    def __init__(self, app, *, cfg, key: str | None, allowed: set[str] | None, open_routes: set, metrics,
-                 model_name: str):
+    def __init__(self, app, *, cfg, key: str | None, allowed: set[str] | None, open_routes: set, metrics, svc):
         self.app, self.cfg, self.key, self.allowed, self.open_routes = app, cfg, key, allowed, open_routes
         self.m = metrics  # serve/metrics.RequestMetrics
-        self.model_name = model_name
-        self.inflight = 0
+        self.svc = svc  # serve/service.Service: the model's name, and admission shared with gRPC
+        self.model_name = svc.name
 
     def route(self, path: str) -> str:
         """The metrics label: a known route's template, else "other"."""
@@ -105,9 +104,6 @@ class Guard:
             n = headers.get(b"content-length")
             if n is not None and (not n.isdigit() or int(n) > cfg.max_body_bytes):
                 return 413, f"body larger than {cfg.max_body_bytes} bytes"
-        if self.inference(scope["method"], path) and self.inflight >= cfg.max_concurrent_requests:  # no body read
-            return 429, (f"{self.inflight} requests in flight (limit {cfg.max_concurrent_requests}); retry shortly",
-                         {"Retry-After": "1"})
         return None
 
     async def __call__(self, scope, receive, send):
@@ -133,9 +129,8 @@ class Guard:
             if scope["method"] == "POST":
                 receive = _limited(receive, self.cfg.max_body_bytes)
             admitted = self.inference(scope["method"], path)
-            if admitted:
-                self.inflight += 1
-                self.m.inflight.inc()
+            if admitted and (why := self.svc.admit()):  # before the body is read
+                return await reject(429, (why, {"Retry-After": "1"}))
             try:
                 await self.app(scope, receive, send_and_record)
             except _TooLarge:  # a chunked body crossed the limit while arriving: stop reading, answer now
@@ -143,8 +138,7 @@ class Guard:
                     await reject(413, f"body larger than {self.cfg.max_body_bytes} bytes")
             finally:
                 if admitted:
-                    self.inflight -= 1
-                    self.m.inflight.dec()
+                    self.svc.release()
         finally:
             route = self.route(path)
             self.m.requests.labels(route=route, status=str(status["code"])).inc()

@@ -26,10 +26,25 @@ RETRY_AFTER_S = 1
 
 
 class Service:
+    FAILURES = (TooLong, ReplicaLost)  # what `run` raises after admission besides the deadline: see `failure`
     def __init__(self, cfg, pool: Pool, metrics: RequestMetrics, name: str):
         self.cfg, self.pool, self.metrics, self.name = cfg, pool, metrics, name
         self.started = False  # the app's lifespan has begun (and not ended)
         self.stats = ModelStats()  # Triton's statistics extension (serve/stats.py)
+        self.inflight = 0  # requests running the model, over HTTP and gRPC alike (--max-concurrent-requests)
+
+    def admit(self) -> str | None:
+        """Admission control for a request that runs the model, whatever protocol it came by: None when admitted
+        (then `release` when it ends), else why not (HTTP 429 / gRPC RESOURCE_EXHAUSTED, Retry-After 1)."""
+        if self.inflight >= self.cfg.max_concurrent_requests:
+            return f"{self.inflight} requests in flight (limit {self.cfg.max_concurrent_requests}); retry shortly"
+        self.inflight += 1
+        self.metrics.inflight.inc()
+        return None
+
+    def release(self) -> None:
+        self.inflight -= 1
+        self.metrics.inflight.dec()
 
     @property
     def ready(self) -> bool:
@@ -74,15 +89,20 @@ class Service:
             return error(503, "loading")
         try:
             return await asyncio.wait_for(handler(), self.cfg.request_timeout_s)
-        except asyncio.TimeoutError:
+        except (asyncio.TimeoutError, *self.FAILURES) as e:
+            return error(*self.failure(e))
+
+    def failure(self, e: Exception) -> tuple[int, str, dict | None]:
+        """The table above for a request that failed after admission: (HTTP status, message, headers). gRPC maps the
+        same statuses to its codes (serve/v2_grpc.py)."""
+        if isinstance(e, asyncio.TimeoutError):
             self.stats.failed(self.cfg.request_timeout_s)
-            return error(504, f"no answer within {self.cfg.request_timeout_s:g} s (--request-timeout); the service "
-                              "is overloaded")
-        except TooLong as e:
-            return error(413, str(e))
-        except ReplicaLost as e:
-            return error(503, f"the model replica computing this request was lost ({e}); retry: the fleet replaces "
-                              "it", {"Retry-After": str(RETRY_AFTER_S)})
+            return 504, (f"no answer within {self.cfg.request_timeout_s:g} s (--request-timeout); the service is "
+                         "overloaded"), None
+        if isinstance(e, TooLong):
+            return 413, str(e), None
+        return 503, (f"the model replica computing this request was lost ({e}); retry: the fleet replaces it"), \
+            {"Retry-After": str(RETRY_AFTER_S)}
 
 
 def answer(front: Front, logits_row) -> dict:

@@ -52,7 +52,7 @@ def signature(svc: Service) -> tuple[list[dict], list[dict]]:
     return [{"name": n, "datatype": "BYTES", "shape": [-1], "optional": opt} for n, opt in ins], outs
 
 
-def _decode_bytes(raw: bytes, name: str) -> list[bytes]:
+def decode_bytes(raw: bytes, name: str) -> list[bytes]:
     out, i = [], 0
     while i < len(raw):
         if i + 4 > len(raw):
@@ -94,7 +94,7 @@ def parse(body: bytes, header_length: str | None) -> tuple[dict, dict[str, list[
         if size is not None:
             if not isinstance(size, int) or size < 0 or offset + size > len(binary):
                 raise BadRequest(400, f"input {name!r}: binary_data_size {size!r} runs past the body")
-            values = _decode_bytes(binary[offset:offset + size], name)
+            values = decode_bytes(binary[offset:offset + size], name)
             offset += size
         else:
             data = t.get("data")
@@ -154,7 +154,7 @@ def outputs_of(svc: Service, results: list[dict]) -> list[tuple[str, str, list[i
     return [("scores", "FP32", list(scores.shape), scores), ("label", "BYTES", [len(results)], labels)]
 
 
-def _binary(dtype: str, arr: np.ndarray) -> bytes:
+def encode_tensor(dtype: str, arr: np.ndarray) -> bytes:
     if dtype == "BYTES":
         return b"".join(struct.pack("<I", len(v)) + v for v in arr.reshape(-1))
     return np.ascontiguousarray(arr, dtype="<f4").tobytes()
@@ -181,7 +181,7 @@ def encode_response(svc: Service, req: dict, results: list[dict], replica: str) 
             else False
         entry = {"name": name, "datatype": dtype, "shape": shape}
         if binary:
-            blob = _binary(dtype, arr)
+            blob = encode_tensor(dtype, arr)
             entry["parameters"] = {"binary_data_size": len(blob)}
             blobs.append(blob)
         else:
@@ -208,6 +208,13 @@ def _unknown(svc: Service, name: str, version: str = "1") -> JSONResponse | None
 
 
 TRITON_TYPES = {"BYTES": "TYPE_STRING", "FP32": "TYPE_FP32"}
+EXTENSIONS = ["binary_tensor_data", "model_configuration", "statistics", "model_repository"]
+
+
+def control_refusal(action: str, name: str) -> str:
+    """Why load / unload are refused (HTTP 400, gRPC FAILED_PRECONDITION)."""
+    return (f"cannot {action} {name!r}: npuport serve holds one model, fixed when it starts; to serve another "
+            "artifact, start `npuport serve` with it")
 
 
 def model_config(svc: Service) -> dict:
@@ -233,8 +240,7 @@ def add_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/v2")
     async def server_metadata():
-        return {"name": "npuport", "version": __version__,
-                "extensions": ["binary_tensor_data", "model_configuration", "statistics", "model_repository"]}
+        return {"name": "npuport", "version": __version__, "extensions": EXTENSIONS}
 
     @app.get("/v2/health/live")
     async def live():
@@ -299,8 +305,7 @@ def _add_repository(app: FastAPI, svc: Service) -> None:
 
     def control(action: str):
         async def refuse(name: str):
-            return error(400, f"cannot {action} {name!r}: npuport serve holds one model, fixed when it starts; to "
-                              "serve another artifact, start `npuport serve` with it")
+            return error(400, control_refusal(action, name))
         return refuse
 
     for action in ("load", "unload"):  # out of the OpenAPI schema: routes that only ever refuse, Triton's way
