@@ -111,10 +111,11 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
 
     @asynccontextmanager
     async def lifespan(app):
+        # gRPC binds first: a port in use fails the start before the model loads
         server = await grpc_v2.start(svc, cfg.host, cfg.grpc_port, key, cfg.max_body_bytes) if grpc_v2 else None
-        await pool.start()
-        svc.started = True
         try:
+            await pool.start()
+            svc.started = True
             yield
         finally:
             svc.started = False
