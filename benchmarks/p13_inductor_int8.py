@@ -10,7 +10,10 @@ GeGLU, LayerNorm, Quantize / Dequantize) that ONNX Runtime runs op by op. Paths,
   inductor-int8       npuport's static graph (dense attention), quantised, torch.compile (Inductor, freezing on)
   inductor-int8-band  the same with the sliding-window layers in 64-token blocks, each block one SDPA batch entry
                       (the `--attention banded` layout; npuport's banded form as matmuls ran slower under Inductor)
-and Inductor's profile of the dense int8 graph: its int8 GEMMs, attention, and the generated kernels.
+  inductor-int8-mm    dense, with attention as two matmuls and a softmax (Hugging Face's eager attention, additive
+                      masks) instead of the fused SDPA kernel: what ONNX Runtime's graph runs, whose attention cost
+                      less than Inductor's SDPA on AVX2 kernels (the profiles)
+and Inductor's profile of the dense int8 graphs: its int8 GEMMs, attention, and the generated kernels.
 
 Two parts, one JSON (results/p13_inductor_int8.json): `native` (this machine's kernels) and `avx2cap` (a child
 process that sees an AVX2 machine's CPUID: benchmarks/cpuid_avx2.c, as in p11_int8.py). Random init, calibrated on
@@ -62,8 +65,9 @@ def _block_sdpa(module, query, key, value, attention_mask, dropout=0.0, scaling=
 _DENSE = None
 
 
-def _quantised(model, ids, mask, attention: str, calib: int = 4):
-    """PT2E int8 (X86InductorQuantizer defaults), calibrated on random-token rows, compiled by Inductor."""
+def _quantised(model, ids, mask, attention: str, calib: int = 4, matmul_attention: bool = False):
+    """PT2E int8 (X86InductorQuantizer defaults), calibrated on random-token rows, compiled by Inductor.
+    matmul_attention: attention as Hugging Face's eager matmul + softmax (with additive masks) instead of SDPA."""
     import torch
     import torch._inductor.config as inductor_config
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
@@ -72,6 +76,9 @@ def _quantised(model, ids, mask, attention: str, calib: int = 4):
     from npuport.static.adapters import adapt
 
     static, _ = adapt(model, attention=attention)
+    if matmul_attention:
+        static.detector.backbone.set_attn_implementation("eager")
+        static.additive_masks = True  # eager attention adds its mask to the scores
     gm = torch.export.export(static.eval(), (ids, mask), strict=False).module()
     quantizer = xiq.X86InductorQuantizer().set_global(xiq.get_default_x86_inductor_quantization_config())
     prepared = prepare_pt2e(gm, quantizer)
@@ -120,8 +127,9 @@ def part(runs: int) -> dict:
     with torch.no_grad():
         ref = model(ids, mask)
     paths, facts = {"eager": model}, {}
-    for name, attention in (("inductor-int8", "dense"), ("inductor-int8-band", "banded")):
-        paths[name], out, compile_s = _quantised(model, ids, mask, attention)
+    for name, attention, mm in (("inductor-int8", "dense", False), ("inductor-int8-band", "banded", False),
+                                ("inductor-int8-mm", "dense", True)):
+        paths[name], out, compile_s = _quantised(model, ids, mask, attention, matmul_attention=mm)
         facts[name] = {"compile_s": compile_s, "max_abs_logit_diff_vs_eager": float((out - ref).abs().max())}
     samples = {n: [] for n in paths}
     with torch.no_grad():
@@ -134,7 +142,8 @@ def part(runs: int) -> dict:
     p50 = {n: round(statistics.median(v), 1) for n, v in samples.items()}
     return {"preset": "mmbert-small", "shape": "1x512", "runs": runs, "p50_ms": p50,
             "ratio_vs_eager": {n: round(p50["eager"] / v, 2) for n, v in p50.items()}, "paths": facts,
-            "profile_int8_dense": _profile(paths["inductor-int8"], ids, mask)}
+            "profile_int8_dense": _profile(paths["inductor-int8"], ids, mask),
+            "profile_int8_mm": _profile(paths["inductor-int8-mm"], ids, mask)}
 
 
 def _in_avx2_child() -> bool:

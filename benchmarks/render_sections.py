@@ -795,22 +795,24 @@ def p11_section(r: dict, link: str) -> list[str]:
 def p13_inductor_section(r: dict, link: str) -> list[str]:
     """PyTorch's own x86 int8 path (PT2E + Inductor) beside eager at 1 x 512, native and on AVX2 kernels (P13)."""
     src = f"[script]({link}/p13_inductor_int8.py), [JSON]({link}/results/{r['_file']})"
+    parts = [(n, label, r[n]) for n, label in (("native", "this machine's"), ("avx2cap", "AVX2 (CPUID capped)"))
+             if r.get(n)]
+    paths = [p for p in dict.fromkeys(k for _, _, v in parts for k in v["p50_ms"]) if p != "eager"]
+    profiles = [k for k in dict.fromkeys(k for _, _, v in parts for k in v) if k.startswith("profile_")]
     out = [f"**int8 through PyTorch's own x86 path (P13)** — mmBERT-small 1 × 512 (random init, calibrated on random "
            "tokens: speed only), PT2E with torchao's X86InductorQuantizer (static int8 activations, per-channel int8 "
            "weights: oneDNN's qlinear) compiled by Inductor with freezing, interleaved with eager fp32, medians; "
            "*-band*: the sliding-window layers in 64-token blocks, each block one entry of a fused-attention batch; "
-           f"*profile*: the dense int8 graph, ms per call by what runs ({src}).", "",
-           *head("| kernels | eager ms | inductor-int8 ms (× eager) | inductor-int8-band ms (× eager) | "
-                 "profile: int8 GEMMs / attention / other ms | CPU flags | date |")]
-    for name, label in (("native", "this machine's"), ("avx2cap", "AVX2 (CPUID capped)")):
-        v = r.get(name)
-        if not v:
-            continue
-        p, x, prof = v["p50_ms"], v["ratio_vs_eager"], v["profile_int8_dense"]
-        out.append(row(label, f"{p['eager']:.0f}", f"{p['inductor-int8']:.0f} ({x['inductor-int8']:.2f}×)",
-                       f"{p['inductor-int8-band']:.0f} ({x['inductor-int8-band']:.2f}×)",
-                       f"{prof['int8_gemm_ms']:.0f} / {prof['attention_ms']:.0f} / {prof['other_ms']:.0f}",
-                       _flags(v), v["date"][:10]))
+           "*-mm*: attention as two matmuls and a softmax (Hugging Face's eager attention) instead of the fused SDPA "
+           f"kernel; *profile*: ms per call by what runs, int8 GEMMs / attention / the rest ({src}).", "",
+           *head("| kernels | eager ms | " + " | ".join(f"{p} ms (× eager)" for p in paths) + " | "
+                 + " | ".join(f"profile {k.removeprefix('profile_int8_')}" for k in profiles) + " | CPU flags | date |")]
+    for _, label, v in parts:
+        p, x = v["p50_ms"], v["ratio_vs_eager"]
+        cells = [f"{p[n]:.0f} ({x[n]:.2f}×)" if n in p else "not run" for n in paths]
+        profs = [(f"{v[k]['int8_gemm_ms']:.0f} / {v[k]['attention_ms']:.0f} / {v[k]['other_ms']:.0f}" if k in v
+                  else "—") for k in profiles]
+        out.append(row(label, f"{p['eager']:.0f}", *cells, *profs, _flags(v), v["date"][:10]))
     cap = r.get("avx2cap")
     if cap:
         best = max((n for n in cap["ratio_vs_eager"] if n != "eager"), key=lambda n: cap["ratio_vs_eager"][n])
