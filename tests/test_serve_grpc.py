@@ -135,3 +135,31 @@ def test_grpc_port_is_checked_before_anything_starts(artifacts, capsys):
         ServeConfig(artifact_dir=str(artifacts), port=8123, grpc_port=8123)
     assert main(["serve", str(artifacts), "--grpc-port", "8124", "--replicas", "2"]) == 2
     assert "a fleet's ingress speaks HTTP only" in capsys.readouterr().err
+
+
+def test_one_in_flight_count_for_http_and_grpc(artifacts):
+    """--max-concurrent-requests counts both protocols together: while an HTTP request waits in the batcher (a long
+    --max-wait-ms holds it there), a gRPC infer is refused RESOURCE_EXHAUSTED, and the other way round (429)."""
+    import threading
+    import time
+
+    cfg = ServeConfig(artifact_dir=str(artifacts), port=_free_port(), grpc_port=_free_port(),
+                      max_concurrent_requests=1, max_wait_ms=3000)
+    with Server(cfg) as s:
+        c = grpcclient.InferenceServerClient(f"127.0.0.1:{cfg.grpc_port}")
+        held = threading.Thread(target=lambda: httpx.post(s.url + "/v1/detect", json=ITEM, timeout=30))
+        held.start()
+        time.sleep(1.0)  # the HTTP request is admitted and waiting for its batch to fill
+        with pytest.raises(InferenceServerException) as e:
+            c.infer("detector", _inputs([ITEM]))
+        assert _code(e.value) == "StatusCode.RESOURCE_EXHAUSTED" and "limit 1" in e.value.message()
+        held.join(30)
+        got = {}
+        held = threading.Thread(target=lambda: got.setdefault("r", c.infer("detector", _inputs([ITEM]))))
+        held.start()
+        time.sleep(1.0)
+        r = httpx.post(s.url + "/v1/detect", json=ITEM, timeout=30)
+        assert r.status_code == 429 and r.headers["Retry-After"] == "1", r.text
+        held.join(30)
+        assert got["r"].as_numpy("label").shape == (1,)  # the held gRPC request was answered
+        assert httpx.post(s.url + "/v1/detect", json=ITEM, timeout=30).status_code == 200  # and the count went back
