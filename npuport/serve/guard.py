@@ -29,6 +29,12 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
+def key_matches(key: str, x_api_key: str, authorization: str) -> bool:
+    """The API key policy of every protocol: X-API-Key, else Authorization: Bearer KEY, compared in constant time."""
+    given = x_api_key or authorization.removeprefix("Bearer ").strip()
+    return hmac.compare_digest(given.encode(), key.encode())
+
+
 class _TooLarge(Exception):
     pass
 
@@ -92,9 +98,8 @@ class Guard:
         if self.allowed is not None and _host_name(host) not in self.allowed:
             return 400, f"unknown Host header {host!r}; start the service with --allowed-hosts NAME to answer to it"
         if self.key and not self._open(scope["method"], path):
-            auth = headers.get(b"authorization", b"").decode("latin-1").removeprefix("Bearer ").strip()
-            given = headers.get(b"x-api-key", b"").decode("latin-1") or auth
-            if not hmac.compare_digest(given.encode(), self.key.encode()):
+            if not key_matches(self.key, headers.get(b"x-api-key", b"").decode("latin-1"),
+                               headers.get(b"authorization", b"").decode("latin-1")):
                 return 401, "missing or wrong API key (send X-API-Key or Authorization: Bearer)"
         if scope["method"] == "POST":
             ctype = headers.get(b"content-type", b"").decode("latin-1").split(";")[0].strip().lower()

@@ -18,7 +18,6 @@ Admission (--max-concurrent-requests) is shared with HTTP: one count of requests
 from __future__ import annotations
 
 import asyncio
-import hmac
 
 import grpc
 from google.protobuf import json_format
@@ -28,6 +27,7 @@ from tritonclient.grpc import service_pb2_grpc as rpc
 
 from .._version import __version__
 from . import v2
+from .guard import key_matches
 from .service import Service
 
 CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 413: grpc.StatusCode.INVALID_ARGUMENT,
@@ -72,8 +72,7 @@ class Servicer(rpc.GRPCInferenceServiceServicer):
         """The API key (any RPC but the probes), then the model's name and version."""
         if self.key:
             md = dict(context.invocation_metadata() or ())
-            given = md.get("x-api-key") or md.get("authorization", "").removeprefix("Bearer ").strip()
-            if not hmac.compare_digest(given.encode(), self.key.encode()):
+            if not key_matches(self.key, md.get("x-api-key", ""), md.get("authorization", "")):
                 raise _Refused(401, "missing or wrong API key (send metadata x-api-key, or authorization: Bearer)")
         if name is not None and name != self.svc.name:
             raise _Refused(404, f"unknown model {name!r}; this server serves {self.svc.name!r}")
