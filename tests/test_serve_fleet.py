@@ -1,8 +1,8 @@
 """`npuport serve --replicas 2`: the real CLI, real Ray Serve on loopback (a local cluster the command starts and
 stops), two model replicas behind the same app. Both replicas answer; the protocols and P8's hostile inputs hold
 through Ray; every Ray socket is on loopback; a replica SIGKILLed under load ends as documented (503 with
-Retry-After for what it held, everything else answered, a replacement serving again); SIGTERM ends every Ray
-process the command started."""
+Retry-After for what it held, everything else answered, a replacement serving again); KServe V2 over gRPC from the
+ingress replica; SIGTERM ends every Ray process the command started."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import threading
 import time
 
 import httpx
+import numpy as np
 import pytest
 from test_serve import ITEM, _free_port
 from test_serve_protocols import BAD_V2, _bytes_input
@@ -96,7 +97,9 @@ class Fleet:
 @pytest.fixture(scope="module")
 def fleet(artifacts):
     # a 200 ms batch window: under load every replica holds requests, so a kill meets requests in flight
-    f = Fleet(artifacts, "--max-wait-ms", "200")
+    grpc_port = _free_port()
+    f = Fleet(artifacts, "--max-wait-ms", "200", "--grpc-port", str(grpc_port))
+    f.grpc = grpc_port
     try:
         yield f.wait()
     finally:
@@ -126,6 +129,34 @@ def test_both_replicas_answer_and_protocols_hold_through_ray(fleet):
     assert after["inference_count"] - before["inference_count"] == 41
     assert after["execution_count"] - before["execution_count"] == 41
     assert after["inference_stats"]["queue"]["count"] - before["inference_stats"]["queue"]["count"] == 41
+
+
+def test_grpc_is_served_by_the_ingress_replica_on_loopback(fleet):
+    """--grpc-port on a fleet: tritonclient.grpc reaches the ingress replica (bound to --host, like everything the
+    local cluster opens), whose answers come from the model replicas and equal HTTP's; a bad request gets its gRPC
+    code there too, and the statistics count what gRPC answered."""
+    grpcclient = pytest.importorskip("tritonclient.grpc")  # npuport[grpc], in the test extra
+    from tritonclient.utils import InferenceServerException
+
+    assert fleet.ready["grpc"] == f"127.0.0.1:{fleet.grpc}"
+    assert "ServeReplica:npuport:ingress" in _listener(fleet, fleet.grpc)
+    want = httpx.post(fleet.url + "/v1/detect", json=ITEM, timeout=30).json()
+    c = grpcclient.InferenceServerClient(f"127.0.0.1:{fleet.grpc}")
+    assert c.is_server_live() and c.is_model_ready("detector")
+    before = c.get_inference_statistics("detector").model_stats[0].inference_count
+
+    def inp(name, value):
+        x = grpcclient.InferInput(name, [1], "BYTES")
+        x.set_data_from_numpy(np.array([value.encode()], dtype=object))
+        return x
+
+    r = c.infer("detector", [inp(k, ITEM[k]) for k in ("persona", "user", "reply")], client_timeout=60)
+    assert r.as_numpy("deviation_probability")[0] == pytest.approx(want["deviation_probability"], abs=1e-6)
+    assert r.as_numpy("label")[0].decode() == want["label"]
+    with pytest.raises(InferenceServerException) as e:
+        c.infer("detector", [inp("persona", ITEM["persona"])], client_timeout=60)  # no reply
+    assert e.value.status() == "StatusCode.INVALID_ARGUMENT" and "reply" in e.value.message(), e.value
+    assert c.get_inference_statistics("detector").model_stats[0].inference_count - before == 1
 
 
 @pytest.mark.parametrize("body,headers,status,needle", BAD_V2[:6] + BAD_V2[-3:], ids=[b[3] for b in BAD_V2[:6] + BAD_V2[-3:]])
@@ -285,7 +316,8 @@ def test_fleet_flags_are_checked_before_any_cluster_starts(artifacts, argv, need
     assert time.time() - t0 < 30  # refused before Ray was started
 
 
-def test_a_taken_port_is_refused_before_any_cluster_starts(artifacts, capsys):
+@pytest.mark.parametrize("flag", ["--port", "--grpc-port"])
+def test_a_taken_port_is_refused_before_any_cluster_starts(artifacts, capsys, flag):
     import socket
 
     from npuport.cli import main
@@ -295,7 +327,7 @@ def test_a_taken_port_is_refused_before_any_cluster_starts(artifacts, capsys):
         held.listen()
         port = held.getsockname()[1]
         t0 = time.time()
-        assert main(["serve", str(artifacts), "--replicas", "1", "--port", str(port)]) == 2
+        assert main(["serve", str(artifacts), "--replicas", "1", flag, str(port)]) == 2
     err = capsys.readouterr().err
-    assert f"--port {port}: cannot listen there" in err and "choose another --port" in err, err
+    assert f"{flag} {port}: cannot listen there" in err and f"choose another {flag}" in err, err
     assert time.time() - t0 < 30

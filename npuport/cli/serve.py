@@ -40,7 +40,8 @@ def register(sub) -> None:
                     "artifact's, else the runtime's own); a fleet's replicas take --replica-threads")
     sv.add_argument("--model-name", help="the model's name in KServe V2 routes (default: detector, or classifier)")
     sv.add_argument("--grpc-port", type=int, metavar="PORT", help="also speak KServe V2 over gRPC on this port "
-                    "(tritonclient.grpc; the same model, limits and API key; pip install \"npuport[grpc]\")")
+                    "(tritonclient.grpc; the same model, limits and API key; in a fleet its ingress replica opens it; "
+                    "pip install \"npuport[grpc]\")")
     f = sv.add_argument_group("a fleet on Ray Serve (pip install \"npuport[ray]\"): the same app, model replicas "
                               "behind it")
     f.add_argument("--replicas", type=positive_int, help="model replicas, each loading the artifact once and "
@@ -106,9 +107,12 @@ def run(args) -> int:
                               "--replicas N (or --autoscale MIN:MAX)")
         serve(cfg)
         return 0
-    if args.grpc_port is not None:
-        raise ConfigError("--grpc-port serves KServe V2 over gRPC from the one process; a fleet's ingress speaks "
-                          "HTTP only (KServe V2 at /v2/models/NAME/infer): drop --grpc-port, or --replicas / --autoscale")
+    if args.grpc_port is not None and (args.ray_address or args.write_ray_config):
+        # the ingress replica opens it (Ray Serve's own gRPC ingress binds every interface, with no host option):
+        # only on a local cluster is that replica's node this machine
+        raise ConfigError("--grpc-port in a fleet is opened by its ingress replica on the local cluster this command "
+                          "starts; on a joined cluster or a deployed config that replica may run on any node: drop "
+                          "--grpc-port (KServe V2 stays on HTTP at /v2/models/NAME/infer)")
     if args.replicas is not None and args.autoscale is not None:
         raise ConfigError("give --replicas N or --autoscale MIN:MAX, not both")
     from ..serve import fleet

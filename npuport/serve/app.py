@@ -107,7 +107,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
     is_detector = pool.front.task.is_detector
     svc = Service(cfg, pool, metrics, cfg.model_name or ("detector" if is_detector else "classifier"))
 
-    grpc_v2 = _grpc_module() if cfg.grpc_port else None  # before binding anything: the extra must be installed
+    grpc_v2 = grpc_module() if cfg.grpc_port else None  # before binding anything: the extra must be installed
 
     @asynccontextmanager
     async def lifespan(app):
@@ -144,7 +144,7 @@ def create_app(cfg: ServeConfig, engine: Engine | None = None, pool: Pool | None
     return app
 
 
-def _grpc_module():
+def grpc_module():
     try:
         from . import v2_grpc
     except ImportError as e:

@@ -11,7 +11,10 @@ HTTP reaches the ingress directly on a local cluster (`--ray-ingress direct`, Ra
 ingress replica listens on --port) or through Ray's HTTP proxy (`--ray-ingress proxy`, the default when joining a
 cluster). Ray routes each request's token rows to a model replica (`RayPool.infer`). When that replica's process dies while it
 holds a request, the request is answered 503 with Retry-After (never a hang, never a bare 500); Serve's controller
-starts a replacement and routes new requests to live replicas. A local cluster is bound to 127.0.0.1 and stopped
+starts a replacement and routes new requests to live replicas. With --grpc-port the ingress replica also serves KServe
+V2 over gRPC (the app's lifespan starts it there, as in one process), bound to --host: Ray Serve's own gRPC ingress
+binds every interface (`[::]`, serve/_private/grpc_util.py in 2.60, with no host option), so it is not used on a
+loopback cluster. A local cluster is bound to 127.0.0.1 and stopped
 with the command; `--ray-address` joins an existing cluster instead. `--write-ray-config` writes the same
 application as a Serve config for `serve deploy` (multi-node clusters, KubeRay).
 """
@@ -31,7 +34,7 @@ import numpy as np
 
 from ..errors import BackendUnavailable, ConfigError
 from ..fsio import atomic_write
-from .app import ServeConfig, create_app
+from .app import ServeConfig, create_app, grpc_module
 from .engine import Batcher, Encoded, Engine, Front
 from .metrics import ROWS, SECONDS, TOKENS, BatchSeries
 from .pool import ReplicaLost
@@ -336,6 +339,9 @@ def run(cfg: ServeConfig, fleet: FleetConfig, *, ready=print, stop: threading.Ev
     direct = fleet.ingress_mode == "direct"
     if not fleet.ray_address:  # a joined cluster's own proxy may hold --port on this node: Serve reuses it
         _check_port_free(cfg.host, cfg.port)
+    if cfg.grpc_port:
+        grpc_module()  # the extra, installed here before a cluster starts (the ingress replica imports it too)
+        _check_port_free(cfg.host, cfg.grpc_port, "--grpc-port")
     if direct:
         _direct_ingress_env(cfg.port)
     started = start_cluster(fleet)
@@ -350,7 +356,8 @@ def run(cfg: ServeConfig, fleet: FleetConfig, *, ready=print, stop: threading.Ev
         gcs = ray.get_runtime_context().gcs_address
         ready(json.dumps({"url": f"http://{cfg.host}:{cfg.port}", "ray": gcs, "replicas": fleet.replicas,
                           "autoscale": fleet.autoscale, "local_cluster": started,
-                          "ingress": fleet.ingress_mode}))
+                          "ingress": fleet.ingress_mode,
+                          "grpc": f"{cfg.host}:{cfg.grpc_port}" if cfg.grpc_port else None}))
         while not stop.wait(0.5):
             pass
     finally:
@@ -377,16 +384,16 @@ def _direct_ingress_env(port: int) -> None:
                        "RAY_SERVE_DIRECT_INGRESS_MIN_DRAINING_PERIOD_S": "0"})
 
 
-def _check_port_free(host: str, port: int) -> None:
-    """Refuse a taken --port before a cluster starts (else Ray fails the deployment after a minute of retries)."""
+def _check_port_free(host: str, port: int, flag: str = "--port") -> None:
+    """Refuse a taken port before a cluster starts (else Ray fails the deployment after a minute of retries)."""
     import socket
 
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
         try:
             s.bind((host, port))
         except OSError as e:
-            raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror}); stop what holds it "
-                              "or choose another --port") from None
+            raise ConfigError(f"--host {host} {flag} {port}: cannot listen there ({e.strerror}); stop what holds it "
+                              f"or choose another {flag}") from None
 
 
 def _free_port(host: str) -> int:
