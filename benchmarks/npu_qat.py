@@ -37,7 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from common import meta, write_result
+from common import demo_build, meta, write_result
 from npu_port import port_cli
 
 
@@ -127,7 +127,7 @@ def main():
               "--eval-data", str(evalf),
               "--bench-runs", "1", "--min-agreement", "0"]
     ptq_int16 = ["--int16", a.int16] if a.int16 else []  # a QAT port takes its groups from qat.json
-    out = {**meta("npu_qat.py"), "demo_init": a.init, "device": a.device, "shape": f"1x{a.seq_len}",
+    out = {**meta("npu_qat.py"), "demo_init": a.init, "demo": demo_build(demo), "device": a.device, "shape": f"1x{a.seq_len}",
            "eval_split": f"{a.judge_rows - jhalf} test + {jhalf} test_family rows",
            "port_eval_split": f"{a.eval_rows - half} test + {half} test_family rows (the first of the judged ones)",
            "calibration_rows": a.calib_rows,

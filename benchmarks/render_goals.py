@@ -215,6 +215,13 @@ def _npu_recipe(results):
                    (v["decision_agreement"],))
 
 
+def built(r: dict) -> str:
+    """Which demo detector a result measured: "demo vN" from its build record (`demo`, common.demo_build), or its date
+    for runs from before v8, which did not record it."""
+    d = r.get("demo")
+    return f"demo v{d['demo_version']}" if d else f"a demo build before v8, {r['date'][:10]}"
+
+
 def _npu_verified(results):
     """npu_verify.py: the default recipe ported as a user does, verified on every row of both unseen splits."""
     for name, t in results["npu_verify"]["targets"].items():
@@ -223,10 +230,8 @@ def _npu_verified(results):
         s = t.get("splits") or {}
         done = {k: s[k] for k in ("test", "test_family") if "decision_agreement" in s.get(k, {})}
         if len(done) == 2:
-            d = t.get("demo")
-            which = f"demo v{d['demo_version']}" if d else f"a demo build before v8, {t['date'][:10]}"
             yield ({"name": name}, ", ".join(f"{k} {v['decision_agreement']:.2%} ({v['rows']} rows)"
-                                             for k, v in done.items()) + f" ({which})",
+                                             for k, v in done.items()) + f" ({built(t)})",
                    (min(v["decision_agreement"] for v in done.values()),))
         elif done:  # a run on one split (npu_verify.py --splits): the goal needs both
             missing = ", ".join(k for k in ("test", "test_family") if k not in done)
@@ -242,8 +247,8 @@ def _qat_gain(source: str):
         r = results[source]
         ptq, qat = (r["runs"][k]["on_eval"]["decisions_kept_vs_float"] for k in ("ptq", "qat"))
         recipe = "int8" + (f", 16-bit {', '.join(r['int16'])}" if r.get("int16") else "")
-        yield ({"name": f"{r['device']}, {recipe}"}, f"QAT {qat:.1%} vs PTQ {ptq:.1%} ({r['eval_split']})",
-               ((qat - ptq) * 100,))
+        yield ({"name": f"{r['device']}, {recipe}"}, f"QAT {qat:.1%} vs PTQ {ptq:.1%} ({r['eval_split']}; "
+               f"{built(r)})", ((qat - ptq) * 100,))
     return rows
 
 
@@ -496,10 +501,8 @@ def _default_recipe_rows(results):
         if not name.startswith(f"{v['runtime']} default") or v.get("refused"):  # not "... (the default before)"
             continue
         fam = v.get("family_decision_agreement")
-        d = r["decisions"].get("demo")
         shown = (f"{name}: test {v['decision_agreement']:.2%} ({v['rows']} rows), test_family "
-                 + (f"{fam:.2%}" if fam is not None else "not measured")
-                 + (f" (demo v{d['demo_version']})" if d else f" (a demo build before v8, {r['decisions']['date'][:10]})"))
+                 + (f"{fam:.2%}" if fam is not None else "not measured") + f" ({built(r['decisions'])})")
         yield ({"runtime": v["runtime"]}, shown, (min(v["decision_agreement"], fam) if fam is not None else None,),
                _flags(r["decisions"]), (_decisions_bar(r),))
 

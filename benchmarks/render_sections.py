@@ -300,11 +300,16 @@ def b3_section(r: dict, link: str) -> list[str]:
     return out
 
 
-def b4_section(r: dict, link: str) -> list[str]:
+def demo_which(r: dict) -> str:
+    """The demo detector a result measured, from its build record (`demo`: benchmarks/common.demo_build); runs from
+    before v8 did not record it and are named by their date."""
     d = r.get("demo")
-    which = (f"demo data v{d['demo_version']}, {d['init']}, seed {d['seed']}" if d
-             else f"a demo build before v8, {r['date'][:10]}: its version was not recorded")
-    out = [f"**B4/B6 lower precision** on the trained demo detector ({which}), drift vs eager fp32 and decisions on the demo test split "
+    return (f"demo data v{d['demo_version']}, {d['init']}, seed {d['seed']}" if d
+            else f"a demo build before v8, {r['date'][:10]}: its version was not recorded")
+
+
+def b4_section(r: dict, link: str) -> list[str]:
+    out = [f"**B4/B6 lower precision** on the trained demo detector ({demo_which(r)}), drift vs eager fp32 and decisions on the demo test split "
            f"([script]({link}/b4_b6_precision.py), [JSON]({link}/results/{r['_file']})).", "",
            *head("| precision | backend | ran as | max abs Δlogit | max abs Δprob | decisions agree (test) | p50 ms @128 |")]
     for prec, per in r["results"].items():
@@ -544,7 +549,8 @@ def npu_qat_section(r: dict, link: str) -> list[str]:
     """Quantization-aware fine-tuning for Ethos-U against post-training calibration (P13 #2)."""
     q, f = r["qat"], r["float"]
     mixed = f" with 16-bit activations in {', '.join(r['int16'])} (both runs)" if r.get("int16") else ""
-    out = [f"**Quantization-aware fine-tuning for Ethos-U (P13)** — the demo detector ({r['demo_init']} init) to "
+    out = [f"**Quantization-aware fine-tuning for Ethos-U (P13)** — the demo detector ({r['demo_init']} init; "
+           f"{demo_which(r)}) to "
            f"{r['device']} at int8{mixed}, {r['shape']}, executed by the TOSA reference model on the partitions handed to "
            f"Vela; decisions against the float detector's (before QAT) on {r['eval_split']}, never trained or "
            f"calibrated on. PTQ: calibrated on {r['calibration_rows']} validation rows. QAT: `detector train --qat "
@@ -740,10 +746,7 @@ def p11_section(r: dict, link: str) -> list[str]:
     out = []
     dec = r.get("decisions")
     if dec:
-        d = dec.get("demo") or {}
-        which = (f"the demo detector (demo data v{d['demo_version']}, {d['init']}, seed {d['seed']})" if d
-                 else "the demo detector (a demo build before v8: its version was not recorded)")
-        out += [f"**Calibrated int8 that holds decisions (P11)** — {which} at buckets 32/64/128; calibrated on "
+        out += [f"**Calibrated int8 that holds decisions (P11)** — the demo detector ({demo_which(dec)}) at buckets 32/64/128; calibrated on "
                 f"256 train rows, gated on the val split ({r['goal_agreement']:.1%} bar; `--keep-fp32 auto` rounds), "
                 f"reported by `npuport verify` against eager fp32 on the test split (unseen personas) and on test_family "
                 f"(unseen personas in a template family no training row saw) ({src}). {machine_line(dec)}.", "",
